@@ -1,0 +1,84 @@
+"""Command line: `mcp-memory [serve] [options]`; every option also has an environment variable."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from collections.abc import Sequence
+from typing import Any, get_args
+
+from mcp_memory import __version__
+from mcp_memory.config import Settings
+from mcp_memory.server import build_server
+
+logger = logging.getLogger("mcp_memory")
+
+
+def _parser() -> argparse.ArgumentParser:
+    options = argparse.ArgumentParser(add_help=False)
+    group = options.add_argument_group("options (each also read from the environment variable shown)")
+    for name, field in Settings.model_fields.items():
+        flag, env = Settings.option_name(name), Settings.env_name(name)
+        default = field.get_default(call_default_factory=True)
+        help_text = f"{field.description} [env {env}; default {default}]"
+        kwargs: dict[str, Any] = {"dest": name, "default": None, "help": help_text}
+        choices = get_args(field.annotation)
+        if field.annotation is bool:
+            kwargs["action"] = argparse.BooleanOptionalAction
+        elif choices and all(isinstance(c, str) for c in choices):
+            kwargs["choices"] = choices
+        group.add_argument(flag, **kwargs)
+    parser = argparse.ArgumentParser(
+        prog="mcp-memory",
+        description="mcp-memory: a Model Context Protocol server that gives AI agents durable memory.",
+        epilog="Runs `serve` when no command is given. Logs go to stderr; under stdio, stdout is the protocol.",
+        parents=[options],
+    )
+    parser.add_argument("--version", action="version", version=f"mcp-memory {__version__}")
+    commands = parser.add_subparsers(dest="command", metavar="command")
+    commands.add_parser(
+        "serve", parents=[options], help="run the MCP server (the default)", description="Run the MCP server."
+    )
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the `mcp-memory` command."""
+    args = _parser().parse_args(argv)
+    cli = {name: getattr(args, name, None) for name in Settings.model_fields}
+    try:
+        settings = Settings.resolve(cli)
+    except ValueError as exc:
+        print(f"mcp-memory: {exc}", file=sys.stderr)  # noqa: T201 - the CLI's own error output
+        return 2
+    logging.basicConfig(
+        level=settings.log_level, stream=sys.stderr, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
+    server = build_server(settings)
+    logger.info("database %s", settings.db)
+    if settings.transport != "stdio":
+        print(_banner(settings), file=sys.stderr, flush=True)  # noqa: T201 - the person starting it reads this
+    try:
+        if settings.transport == "stdio":
+            server.run("stdio")
+        elif settings.transport == "sse":
+            server.run("sse", host=settings.host, port=settings.port)
+        else:
+            server.run("streamable-http", host=settings.host, port=settings.port)
+    except KeyboardInterrupt:
+        pass
+    return 0
+
+
+def _banner(settings: Settings) -> str:
+    """How to reach an HTTP server, printed at start-up."""
+    path = "/mcp" if settings.transport == "streamable-http" else "/sse"
+    url = f"http://{settings.host}:{settings.port}{path}"
+    kind = "Streamable HTTP" if settings.transport == "streamable-http" else "SSE"
+    return (
+        f"mcp-memory {__version__} serving {kind} at {url}\n"
+        f"  database: {settings.db}\n"
+        f"  MCP Inspector: npx @modelcontextprotocol/inspector  -> Transport: {kind}, URL: {url}\n"
+        "  Stop with Ctrl-C."
+    )

@@ -1,0 +1,55 @@
+"""Time in one place: an injectable clock and the UTC ISO-8601 text every record stores."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from datetime import UTC, date, datetime, timedelta
+
+Clock = Callable[[], datetime]
+"""Returns the current time as an aware UTC datetime; tests pass their own."""
+
+
+def system_clock() -> datetime:
+    """The real current time in UTC."""
+    return datetime.now(UTC)
+
+
+def to_iso(moment: datetime) -> str:
+    """Stored form of a time: UTC, microseconds, `Z` suffix, so text order is time order."""
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=UTC)
+    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def from_iso(text: str) -> datetime:
+    """Parse a stored (or caller-given ISO-8601) time back into an aware UTC datetime."""
+    parsed = datetime.fromisoformat(text.replace("Z", "+00:00") if text.endswith("Z") else text)
+    if parsed.tzinfo is None:
+        parsed = parsed.replace(tzinfo=UTC)
+    return parsed.astimezone(UTC)
+
+
+_DATE_ONLY = re.compile(r"^\d{4}-\d{2}-\d{2}$")
+
+
+def parse_moment(value: str | datetime | date) -> datetime:
+    """Accept a datetime, a date or ISO-8601 text (date-only means midnight UTC); naive means UTC."""
+    if isinstance(value, datetime):
+        return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
+    if isinstance(value, date):
+        return datetime(value.year, value.month, value.day, tzinfo=UTC)
+    text = value.strip()
+    if _DATE_ONLY.match(text):
+        return datetime.fromisoformat(text).replace(tzinfo=UTC)
+    return from_iso(text)
+
+
+def epoch(text: str) -> float:
+    """Seconds since the epoch for a stored time (what the search index filters on)."""
+    return from_iso(text).timestamp()
+
+
+def weeks_between(earlier: datetime, later: datetime) -> float:
+    """Fractional weeks from `earlier` to `later`, never negative."""
+    return max((later - earlier) / timedelta(weeks=1), 0.0)

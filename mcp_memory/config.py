@@ -1,0 +1,105 @@
+"""Settings: one frozen model filled from CLI flags, then `MCP_MEMORY_*` variables, then defaults.
+
+This is the only module that reads the environment. Every field is also a command-line option
+(`--field-name`) and an environment variable (`MCP_MEMORY_FIELD_NAME`), so `--help` and the README
+configuration table both come from the field list below.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, Literal
+
+import platformdirs
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+ENV_PREFIX = "MCP_MEMORY_"
+
+Transport = Literal["stdio", "sse", "streamable-http"]
+LogLevel = Literal["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"]
+
+
+def default_db_path() -> Path:
+    """The per-user data directory's `memory.db` (e.g. ~/.local/share/mcp-memory/memory.db)."""
+    return platformdirs.user_data_path("mcp-memory", appauthor=False) / "memory.db"
+
+
+class Settings(BaseModel):
+    """Everything the server can be told; immutable once built."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    db: Path = Field(default_factory=default_db_path, description="SQLite database file (created on first run).")
+    project: str = Field(
+        "default", min_length=1, max_length=128, description="Project namespace used when a call names none."
+    )
+    transport: Transport = Field(
+        "stdio", description="stdio for local clients; sse or streamable-http for remote ones."
+    )
+    host: str = Field("127.0.0.1", description="Address the HTTP transports bind to.")
+    port: int = Field(8765, ge=0, le=65535, description="Port the HTTP transports listen on.")
+    log_level: LogLevel = Field("INFO", description="Log level; logs always go to stderr.")
+    agent_id: str | None = Field(
+        None, max_length=128, description="Agent id recorded on writes when a call names none."
+    )
+    session_idle_minutes: int = Field(
+        120, ge=1, description="A session with no observation for this long ends; the next starts a new one."
+    )
+    observation_cap: int = Field(
+        500, ge=10, description="Observations kept per session; older low-value ones fold into the summary."
+    )
+    bm25_k1: float = Field(1.5, gt=0, description="BM25 term-frequency saturation (rank-bm25 default 1.5).")
+    bm25_b: float = Field(0.75, ge=0, le=1, description="BM25 length normalisation (rank-bm25 default 0.75).")
+    bm25_epsilon: float = Field(
+        0.25, ge=0, description="Floor for very common terms, as a share of the mean idf (rank-bm25)."
+    )
+    synchronous: Literal["normal", "full"] = Field(
+        "full",
+        description="SQLite fsync policy: full survives power loss; normal survives process crashes only.",
+    )
+    busy_timeout_ms: int = Field(10_000, ge=0, description="How long a writer waits for another process's write lock.")
+
+    allow_file_paths: bool = Field(
+        True, description="Let memory_export / memory_import read and write files on the server's disk."
+    )
+
+    @field_validator("db")
+    @classmethod
+    def _expand_home(cls, value: Path) -> Path:
+        return value.expanduser()
+
+    @classmethod
+    def option_name(cls, field: str) -> str:
+        """The command-line flag of a field."""
+        return "--" + field.replace("_", "-")
+
+    @classmethod
+    def env_name(cls, field: str) -> str:
+        """The environment variable of a field."""
+        return ENV_PREFIX + field.upper()
+
+    @classmethod
+    def resolve(cls, cli: Mapping[str, Any], environ: Mapping[str, str] | None = None) -> Settings:
+        """Build settings: a CLI value wins over the environment, which wins over the default.
+
+        Raises ValueError naming the flag or variable that holds a bad value.
+        """
+        env = os.environ if environ is None else environ
+        values: dict[str, Any] = {}
+        source: dict[str, str] = {}
+        for name in cls.model_fields:
+            if cli.get(name) is not None:
+                values[name], source[name] = cli[name], cls.option_name(name)
+            elif (raw := env.get(cls.env_name(name))) not in (None, ""):
+                values[name], source[name] = raw, cls.env_name(name)
+        try:
+            return cls(**values)
+        except ValidationError as exc:
+            problems = []
+            for err in exc.errors():
+                field = str(err["loc"][0]) if err["loc"] else ""
+                where = source.get(field, field)
+                problems.append(f"{where}: {err['msg']}")
+            raise ValueError("; ".join(problems)) from None

@@ -1,0 +1,74 @@
+"""The application context: database, index and services, opened once and shared by every call."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+
+from mcp_memory.clock import Clock, system_clock
+from mcp_memory.config import Settings
+from mcp_memory.db import Database
+from mcp_memory.privacy import PrivacyFilter
+from mcp_memory.search.analyzer import Analyzer
+from mcp_memory.search.bm25 import BM25Params
+from mcp_memory.search.index import SearchIndex
+from mcp_memory.services.common import Deps
+from mcp_memory.services.episodic import EpisodicService
+from mcp_memory.services.forget import ForgetService
+from mcp_memory.services.indexing import Indexer
+from mcp_memory.services.memories import MemoryService
+from mcp_memory.services.operations import OperationsService
+from mcp_memory.services.search import SearchService
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class AppContext:
+    """What the server's lifespan yields: settings, storage, index and the services."""
+
+    deps: Deps
+    episodic: EpisodicService
+    memories: MemoryService
+    search: SearchService
+    forget: ForgetService
+    operations: OperationsService
+
+    @property
+    def settings(self) -> Settings:
+        return self.deps.settings
+
+
+@asynccontextmanager
+async def open_app(settings: Settings, clock: Clock = system_clock) -> AsyncIterator[AppContext]:
+    """Open the database, rebuild the index from it, wire the services; close everything at exit."""
+    db = await Database.open(settings.db, busy_timeout_ms=settings.busy_timeout_ms, synchronous=settings.synchronous)
+    try:
+        index = SearchIndex(Analyzer(), BM25Params(settings.bm25_k1, settings.bm25_b, settings.bm25_epsilon))
+        indexer = Indexer(index)
+        deps = Deps(settings=settings, db=db, index=index, indexer=indexer, privacy=PrivacyFilter(), clock=clock)
+        episodic = EpisodicService(deps)
+        memories = MemoryService(deps)
+
+        app = AppContext(
+            deps=deps,
+            episodic=episodic,
+            memories=memories,
+            search=SearchService(deps),
+            forget=ForgetService(deps),
+            operations=OperationsService(
+                deps,
+                {
+                    "observations": episodic.reindex_observations,
+                    "memories": memories.reindex,
+                    "sessions": episodic.reindex_sessions,
+                },
+            ),
+        )
+        await indexer.rebuild(db)
+        logger.info("mcp-memory ready: %s", settings.db)
+        yield app
+    finally:
+        await db.close()

@@ -1,0 +1,340 @@
+"""SQLite access: connections, pragmas, the one writer path, reader snapshots, error translation.
+
+One aiosqlite connection is one thread and one transaction state, so all writes go through a
+single writer connection guarded by a lock and opened with `BEGIN IMMEDIATE` (the write lock is
+taken up front, so a transaction never fails half-way for another process's lock). Nested
+transactions become savepoints. Reads use separate connections, so in WAL mode they see the last
+committed state and never wait for a write in progress. sqlite3 errors are translated to the
+domain error tree here and nowhere else.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import json
+import logging
+import sqlite3
+from collections.abc import AsyncIterator, Callable, Iterable, Sequence
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import aiosqlite
+import anyio
+
+from mcp_memory.errors import BusyError, ConflictError, StorageError
+
+logger = logging.getLogger(__name__)
+
+Row = sqlite3.Row
+Params = Sequence[Any] | dict[str, Any]
+
+_BEGIN_ATTEMPTS = 4
+
+
+def _translate(exc: sqlite3.Error) -> Exception:
+    """Map a driver error to the domain error the services understand."""
+    text = str(exc)
+    if isinstance(exc, sqlite3.IntegrityError):
+        return ConflictError(f"the write conflicts with stored data ({text})")
+    if isinstance(exc, sqlite3.OperationalError) and ("locked" in text or "busy" in text):
+        return BusyError("the database stayed locked by another writer; try again")
+    logger.error("SQLite error: %s", text)
+    return StorageError(f"storage error: {text}")
+
+
+class Conn:
+    """A connection as the repositories see it: statements in, rows out, domain errors only."""
+
+    def __init__(self, raw: aiosqlite.Connection) -> None:
+        self._raw = raw
+
+    async def execute(self, sql: str, params: Params = ()) -> int:
+        """Run one statement; returns the number of rows it changed."""
+        try:
+            cursor = await self._raw.execute(sql, params)
+            count = cursor.rowcount
+            await cursor.close()
+            return count
+        except sqlite3.Error as exc:
+            raise _translate(exc) from exc
+
+    async def insert(self, sql: str, params: Params = ()) -> int:
+        """Run an INSERT; returns the new row's rowid."""
+        try:
+            cursor = await self._raw.execute(sql, params)
+            rowid = cursor.lastrowid
+            await cursor.close()
+            return int(rowid or 0)
+        except sqlite3.Error as exc:
+            raise _translate(exc) from exc
+
+    async def executemany(self, sql: str, rows: Iterable[Params]) -> None:
+        """Run one statement for each parameter set."""
+        try:
+            await self._raw.executemany(sql, rows)
+        except sqlite3.Error as exc:
+            raise _translate(exc) from exc
+
+    async def fetchall(self, sql: str, params: Params = ()) -> list[Row]:
+        """All rows of a query."""
+        try:
+            return list(await self._raw.execute_fetchall(sql, params))
+        except sqlite3.Error as exc:
+            raise _translate(exc) from exc
+
+    async def fetchone(self, sql: str, params: Params = ()) -> Row | None:
+        """The first row of a query, or None."""
+        try:
+            cursor = await self._raw.execute(sql, params)
+            row = await cursor.fetchone()
+            await cursor.close()
+            return row
+        except sqlite3.Error as exc:
+            raise _translate(exc) from exc
+
+    async def fetchval(self, sql: str, params: Params = ()) -> Any:
+        """The first column of the first row, or None."""
+        row = await self.fetchone(sql, params)
+        return None if row is None else row[0]
+
+
+@dataclass(eq=False)
+class _Frame:
+    """What one (sub)transaction did: changed records and callbacks to run after commit."""
+
+    changes: list[tuple[str, str, str]] = field(default_factory=list)
+    on_commit: list[Callable[[], None]] = field(default_factory=list)
+
+
+class Tx(Conn):
+    """The writer connection inside a transaction: also records changes for the audit log."""
+
+    def __init__(self, raw: aiosqlite.Connection, action: str, actor: str | None, project: str | None) -> None:
+        super().__init__(raw)
+        self.action = action
+        self.actor = actor
+        self.project = project
+        self._frames: list[_Frame] = [_Frame()]
+        self.extra: dict[str, Any] = {}
+
+    def changed(self, kind: str, record_id: str, op: str) -> None:
+        """Note that a record was created, updated or deleted (kept for the audit log)."""
+        self._frames[-1].changes.append((kind, record_id, op))
+
+    def on_commit(self, callback: Callable[[], None]) -> None:
+        """Run `callback` once the outermost transaction has committed (never on rollback)."""
+        self._frames[-1].on_commit.append(callback)
+
+    @property
+    def changes(self) -> list[tuple[str, str, str]]:
+        """Every change recorded so far in this transaction, in order."""
+        return [c for frame in self._frames for c in frame.changes]
+
+
+_current_tx: contextvars.ContextVar[Tx | None] = contextvars.ContextVar("mcp_memory_tx", default=None)
+
+
+class Database:
+    """The SQLite file: one writer connection, a small pool of readers, migrations applied at open."""
+
+    def __init__(self, path: Path, writer: aiosqlite.Connection, readers: list[aiosqlite.Connection]) -> None:
+        self.path = path
+        self._writer = writer
+        self._write_lock = anyio.Lock()
+        self._readers = readers
+        self._free_readers = list(readers)
+        self._reader_available = anyio.Semaphore(len(readers))
+        self._savepoint_seq = 0
+
+    @classmethod
+    async def open(
+        cls,
+        path: Path,
+        *,
+        busy_timeout_ms: int = 10_000,
+        synchronous: str = "full",
+        readers: int = 2,
+    ) -> Database:
+        """Open (creating if needed) the database file, configure it and apply pending migrations."""
+        from mcp_memory.migrations import apply_migrations
+
+        await anyio.Path(path.parent).mkdir(parents=True, exist_ok=True)
+        writer = await _connect(path, busy_timeout_ms, synchronous)
+        try:
+            mode = await (await writer.execute("PRAGMA journal_mode=WAL")).fetchone()
+            if mode is None or str(mode[0]).lower() != "wal":
+                raise StorageError(f"could not switch {path} to WAL mode (got {mode and mode[0]})")
+            db = cls(path, writer, [])
+            await apply_migrations(db)
+            db._readers = [await _connect(path, busy_timeout_ms, synchronous) for _ in range(readers)]
+            db._free_readers = list(db._readers)
+            db._reader_available = anyio.Semaphore(readers)
+        except BaseException:
+            await writer.close()
+            raise
+        return db
+
+    async def close(self) -> None:
+        """Optimise query plans, checkpoint and close every connection."""
+        with anyio.CancelScope(shield=True):
+            async with self._write_lock:
+                for reader in self._readers:
+                    await reader.close()
+                try:
+                    await self._writer.execute("PRAGMA optimize")
+                    await self._writer.execute("PRAGMA wal_checkpoint(PASSIVE)")
+                except sqlite3.Error as exc:  # closing must not fail because a checkpoint could not run
+                    logger.warning("checkpoint at close failed: %s", exc)
+                await self._writer.close()
+
+    @asynccontextmanager
+    async def transaction(
+        self, action: str, *, actor: str | None = None, project: str | None = None
+    ) -> AsyncIterator[Tx]:
+        """One atomic write: `BEGIN IMMEDIATE` … `COMMIT`, or a savepoint when already inside one.
+
+        Every recorded change lands in the audit log in the same transaction. After commit the
+        registered callbacks run (the search index is updated there, so it never sees a rollback).
+        """
+        outer = _current_tx.get()
+        if outer is not None:
+            async with self._savepoint(outer) as tx:
+                yield tx
+            return
+        async with self._write_lock:
+            await self._begin()
+            tx = Tx(self._writer, action, actor, project)
+            token = _current_tx.set(tx)
+            try:
+                yield tx
+                await self._write_audit(tx)
+                await self._exec_raw("COMMIT")
+            except BaseException:
+                with anyio.CancelScope(shield=True):
+                    await self._rollback()
+                raise
+            finally:
+                _current_tx.reset(token)
+            # Still under the lock: the next writer must see the index as this commit left it.
+            _run_callbacks(tx)
+
+    @asynccontextmanager
+    async def _savepoint(self, tx: Tx) -> AsyncIterator[Tx]:
+        self._savepoint_seq += 1
+        name = f"sp_{self._savepoint_seq}"
+        await self._exec_raw(f"SAVEPOINT {name}")
+        tx._frames.append(_Frame())
+        try:
+            yield tx
+        except BaseException:
+            tx._frames.pop()
+            with anyio.CancelScope(shield=True):
+                await self._exec_raw(f"ROLLBACK TO {name}")
+                await self._exec_raw(f"RELEASE {name}")
+            raise
+        frame = tx._frames.pop()
+        tx._frames[-1].changes.extend(frame.changes)
+        tx._frames[-1].on_commit.extend(frame.on_commit)
+        await self._exec_raw(f"RELEASE {name}")
+
+    @asynccontextmanager
+    async def read(self) -> AsyncIterator[Conn]:
+        """A consistent read snapshot on a reader connection (or the open transaction, inside one)."""
+        outer = _current_tx.get()
+        if outer is not None:
+            yield outer
+            return
+        async with self._reader_available:
+            raw = self._free_readers.pop()
+            try:
+                await raw.execute("BEGIN")
+                try:
+                    yield Conn(raw)
+                finally:
+                    with anyio.CancelScope(shield=True):
+                        await raw.execute("COMMIT")
+            except sqlite3.Error as exc:
+                raise _translate(exc) from exc
+            finally:
+                self._free_readers.append(raw)
+
+    async def _begin(self) -> None:
+        # BEGIN IMMEDIATE waits busy_timeout for the lock; retrying it is safe: nothing is written yet.
+        for attempt in range(_BEGIN_ATTEMPTS):
+            try:
+                await self._writer.execute("BEGIN IMMEDIATE")
+                return
+            except sqlite3.OperationalError as exc:
+                busy = "locked" in str(exc) or "busy" in str(exc)
+                if attempt == _BEGIN_ATTEMPTS - 1 or not busy:
+                    raise _translate(exc) from exc
+                logger.info("database busy, retrying BEGIN IMMEDIATE (%d)", attempt + 1)
+                await anyio.sleep(0.05 * (attempt + 1))
+
+    async def _rollback(self) -> None:
+        try:
+            if self._writer.in_transaction:
+                await self._writer.execute("ROLLBACK")
+        except sqlite3.Error as exc:
+            logger.error("rollback failed: %s", exc)
+
+    async def _exec_raw(self, sql: str) -> None:
+        try:
+            await self._writer.execute(sql)
+        except sqlite3.Error as exc:
+            raise _translate(exc) from exc
+
+    async def _write_audit(self, tx: Tx) -> None:
+        changes = tx.changes
+        if not changes:
+            return
+        detail = json.dumps(tx.extra, sort_keys=True, default=str) if tx.extra else None
+        await tx.insert(
+            "INSERT INTO audit_log (at, project, actor, action, changes, detail) "
+            "VALUES (strftime('%Y-%m-%dT%H:%M:%fZ', 'now'), ?, ?, ?, ?, ?)",
+            (
+                tx.project,
+                tx.actor,
+                tx.action,
+                json.dumps([{"kind": k, "id": i, "op": o} for k, i, o in changes]),
+                detail,
+            ),
+        )
+
+    @asynccontextmanager
+    async def migration_step(self) -> AsyncIterator[Conn]:
+        """A raw `BEGIN IMMEDIATE` transaction on the writer, for migrations only (no audit)."""
+        async with self._write_lock:
+            await self._begin()
+            try:
+                yield Conn(self._writer)
+                await self._exec_raw("COMMIT")
+            except BaseException:
+                with anyio.CancelScope(shield=True):
+                    await self._rollback()
+                raise
+
+
+def _run_callbacks(tx: Tx) -> None:
+    for frame in tx._frames:
+        for callback in frame.on_commit:
+            try:
+                callback()
+            except Exception:  # the data is committed; a failed cache update must not hide that
+                logger.exception("post-commit callback failed after %s", tx.action)
+
+
+async def _connect(path: Path, busy_timeout_ms: int, synchronous: str) -> aiosqlite.Connection:
+    # isolation_level=None: the driver never opens transactions behind our back; we say BEGIN.
+    raw = await aiosqlite.connect(path, isolation_level=None)
+    raw.row_factory = sqlite3.Row
+    for pragma in (
+        f"PRAGMA busy_timeout={int(busy_timeout_ms)}",
+        "PRAGMA foreign_keys=ON",
+        f"PRAGMA synchronous={'FULL' if synchronous == 'full' else 'NORMAL'}",
+        "PRAGMA temp_store=MEMORY",
+    ):
+        await raw.execute(pragma)
+    return raw

@@ -1,0 +1,46 @@
+"""The error tree of mcp-memory; each message tells the agent what to do next."""
+
+from __future__ import annotations
+
+
+class MCPMemoryError(Exception):
+    """Base of every error the services raise on purpose (never a bug)."""
+
+
+class InvalidInputError(MCPMemoryError):
+    """An argument broke a rule the schema could not express; the message names the field."""
+
+    def __init__(self, field: str, rule: str) -> None:
+        super().__init__(f"{field}: {rule}")
+        self.field = field
+        self.rule = rule
+
+
+class NotFoundError(MCPMemoryError):
+    """An id does not exist in the caller's project (or never existed: we do not say which)."""
+
+    def __init__(self, kind: str, record_id: str, hint: str = "") -> None:
+        message = f"No {kind} {record_id!r} in this project"
+        super().__init__(f"{message}; {hint}" if hint else message)
+        self.kind = kind
+        self.record_id = record_id
+
+
+class ConflictError(MCPMemoryError):
+    """A write would break a uniqueness or consistency rule (duplicate name, cycle, bad transition)."""
+
+
+class LimitExceededError(MCPMemoryError):
+    """A size limit would be exceeded; nothing was truncated or written."""
+
+
+class StorageError(MCPMemoryError):
+    """The database failed in a way the caller cannot fix (disk full, corruption, I/O error)."""
+
+
+class BusyError(StorageError):
+    """The database stayed locked by another writer for longer than the busy timeout."""
+
+
+class ImportFormatError(MCPMemoryError):
+    """An import document is not a mcp-memory export this version can read."""

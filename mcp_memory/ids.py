@@ -1,0 +1,44 @@
+"""Stable, sortable record ids with a kind prefix (`obs_…`, `mem_…`, `ses_…`)."""
+
+from __future__ import annotations
+
+import os
+import time
+
+_ALPHABET = "0123456789abcdefghjkmnpqrstvwxyz"  # Crockford base32, lower case
+
+PREFIXES: dict[str, str] = {
+    "session": "ses",
+    "observation": "obs",
+    "memory": "mem",
+    "lesson": "les",
+    "outcome": "out",
+    "mistake_card": "mc",
+    "slot": "slot",
+    "action": "act",
+    "relation": "rel",
+}
+KIND_OF_PREFIX: dict[str, str] = {prefix: kind for kind, prefix in PREFIXES.items()}
+
+
+def _encode(number: int, length: int) -> str:
+    chars = []
+    for _ in range(length):
+        number, digit = divmod(number, 32)
+        chars.append(_ALPHABET[digit])
+    return "".join(reversed(chars))
+
+
+def new_id(kind: str) -> str:
+    """A new id for `kind`: prefix, 48-bit millisecond time, 60 random bits (time-ordered, unique)."""
+    millis = time.time_ns() // 1_000_000
+    rand = int.from_bytes(os.urandom(8), "big") >> 4
+    return f"{PREFIXES[kind]}_{_encode(millis, 10)}{_encode(rand, 12)}"
+
+
+def kind_of(record_id: str) -> str | None:
+    """The record kind an id names by its prefix, or None for a malformed id."""
+    prefix, sep, rest = record_id.partition("_")
+    if not sep or not rest:
+        return None
+    return KIND_OF_PREFIX.get(prefix)

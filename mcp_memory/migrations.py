@@ -1,0 +1,262 @@
+"""Numbered, append-only schema migrations, each recorded in the same transaction as its change.
+
+Never edit a migration that has shipped: add the next number. `apply_migrations` runs at start-up
+and is safe when several processes open the same file at once (each step re-checks the version
+inside its own `BEGIN IMMEDIATE`).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from mcp_memory.db import Database
+
+# Times are UTC ISO-8601 text ("2026-01-02T03:04:05.000000Z"); lists are JSON arrays in TEXT.
+_V1_FOUNDATION = [
+    """CREATE TABLE meta (
+        key   TEXT PRIMARY KEY,
+        value TEXT NOT NULL
+    )""",
+    """CREATE TABLE sessions (
+        id                TEXT PRIMARY KEY,
+        project           TEXT NOT NULL,
+        agent_id          TEXT,
+        title             TEXT,
+        started_at        TEXT NOT NULL,
+        last_activity_at  TEXT NOT NULL,
+        ended_at          TEXT,
+        summary           TEXT,
+        summary_source    TEXT,
+        summarized_at     TEXT,
+        folded_digest     TEXT,
+        observation_count INTEGER NOT NULL DEFAULT 0,
+        folded_count      INTEGER NOT NULL DEFAULT 0,
+        created_at        TEXT NOT NULL,
+        updated_at        TEXT NOT NULL
+    )""",
+    "CREATE INDEX sessions_by_project ON sessions (project, started_at)",
+    "CREATE INDEX sessions_open ON sessions (project, agent_id, ended_at, last_activity_at)",
+    """CREATE TABLE observations (
+        id          TEXT PRIMARY KEY,
+        project     TEXT NOT NULL,
+        session_id  TEXT NOT NULL REFERENCES sessions (id) ON DELETE CASCADE,
+        agent_id    TEXT,
+        seq         INTEGER NOT NULL,
+        type        TEXT NOT NULL,
+        title       TEXT NOT NULL,
+        content     TEXT NOT NULL,
+        facts       TEXT NOT NULL DEFAULT '[]',
+        concepts    TEXT NOT NULL DEFAULT '[]',
+        files       TEXT NOT NULL DEFAULT '[]',
+        importance  REAL NOT NULL DEFAULT 0.5,
+        ref         TEXT,
+        occurred_at TEXT,
+        created_at  TEXT NOT NULL
+    )""",
+    "CREATE INDEX observations_by_session ON observations (session_id, seq)",
+    "CREATE INDEX observations_by_time ON observations (project, coalesce(occurred_at, created_at))",
+    "CREATE INDEX observations_by_ref ON observations (project, ref) WHERE ref IS NOT NULL",
+    """CREATE TABLE memories (
+        id          TEXT PRIMARY KEY,
+        project     TEXT NOT NULL,
+        agent_id    TEXT,
+        session_id  TEXT REFERENCES sessions (id) ON DELETE SET NULL,
+        kind        TEXT NOT NULL,
+        title       TEXT,
+        content     TEXT NOT NULL,
+        concepts    TEXT NOT NULL DEFAULT '[]',
+        files       TEXT NOT NULL DEFAULT '[]',
+        importance  REAL NOT NULL DEFAULT 0.5,
+        ref         TEXT,
+        occurred_at TEXT,
+        root_id     TEXT NOT NULL,
+        parent_id   TEXT REFERENCES memories (id) ON DELETE SET NULL,
+        version     INTEGER NOT NULL DEFAULT 1,
+        is_latest   INTEGER NOT NULL DEFAULT 1,
+        superseded_by TEXT,
+        similarity  REAL,
+        created_at  TEXT NOT NULL,
+        updated_at  TEXT NOT NULL
+    )""",
+    "CREATE INDEX memories_latest ON memories (project, is_latest, kind)",
+    "CREATE INDEX memories_chain ON memories (root_id, version)",
+    """CREATE TABLE lessons (
+        id                 TEXT PRIMARY KEY,
+        project            TEXT NOT NULL,
+        agent_id           TEXT,
+        kind               TEXT NOT NULL DEFAULT 'lesson',
+        content            TEXT NOT NULL,
+        context            TEXT,
+        tags               TEXT NOT NULL DEFAULT '[]',
+        task_type          TEXT,
+        confidence         REAL NOT NULL,
+        reinforcements     INTEGER NOT NULL DEFAULT 0,
+        fingerprint        TEXT NOT NULL,
+        last_reinforced_at TEXT NOT NULL,
+        decayed_at         TEXT,
+        deleted_at         TEXT,
+        source             TEXT NOT NULL DEFAULT '{}',
+        created_at         TEXT NOT NULL,
+        updated_at         TEXT NOT NULL,
+        UNIQUE (project, fingerprint)
+    )""",
+    "CREATE INDEX lessons_by_kind ON lessons (project, kind, deleted_at)",
+    """CREATE TABLE outcomes (
+        id          TEXT PRIMARY KEY,
+        project     TEXT NOT NULL,
+        agent_id    TEXT,
+        session_id  TEXT REFERENCES sessions (id) ON DELETE SET NULL,
+        task        TEXT NOT NULL,
+        task_type   TEXT NOT NULL,
+        task_type_inferred INTEGER NOT NULL DEFAULT 0,
+        success     INTEGER,
+        score       REAL,
+        steps       TEXT NOT NULL DEFAULT '[]',
+        strategy    TEXT,
+        duration_s  REAL,
+        error       TEXT,
+        feedback    TEXT,
+        mistakes    TEXT NOT NULL DEFAULT '[]',
+        successes   TEXT NOT NULL DEFAULT '[]',
+        created_at  TEXT NOT NULL
+    )""",
+    "CREATE INDEX outcomes_by_type ON outcomes (project, task_type, created_at)",
+    """CREATE TABLE mistake_cards (
+        id               TEXT PRIMARY KEY,
+        project          TEXT NOT NULL,
+        merge_key        TEXT NOT NULL,
+        task_type        TEXT,
+        type             TEXT NOT NULL,
+        task             TEXT NOT NULL,
+        wrong_decision   TEXT,
+        correct_decision TEXT NOT NULL,
+        why              TEXT,
+        seen_count       INTEGER NOT NULL DEFAULT 1,
+        first_seen_at    TEXT NOT NULL,
+        last_seen_at     TEXT NOT NULL,
+        created_at       TEXT NOT NULL,
+        updated_at       TEXT NOT NULL,
+        UNIQUE (project, merge_key)
+    )""",
+    """CREATE TABLE outcome_mistake_cards (
+        outcome_id TEXT NOT NULL REFERENCES outcomes (id) ON DELETE CASCADE,
+        card_id    TEXT NOT NULL REFERENCES mistake_cards (id) ON DELETE CASCADE,
+        PRIMARY KEY (outcome_id, card_id)
+    )""",
+    """CREATE TABLE slots (
+        id          TEXT PRIMARY KEY,
+        project     TEXT NOT NULL,
+        name        TEXT NOT NULL,
+        content     TEXT NOT NULL DEFAULT '',
+        size_limit  INTEGER NOT NULL,
+        pinned      INTEGER NOT NULL DEFAULT 0,
+        description TEXT,
+        created_at  TEXT NOT NULL,
+        updated_at  TEXT NOT NULL,
+        UNIQUE (project, name)
+    )""",
+    """CREATE TABLE actions (
+        id           TEXT PRIMARY KEY,
+        project      TEXT NOT NULL,
+        agent_id     TEXT,
+        title        TEXT NOT NULL,
+        description  TEXT,
+        status       TEXT NOT NULL DEFAULT 'pending'
+                     CHECK (status IN ('pending', 'active', 'blocked', 'done', 'cancelled')),
+        priority     INTEGER NOT NULL DEFAULT 0,
+        parent_id    TEXT REFERENCES actions (id) ON DELETE SET NULL,
+        tags         TEXT NOT NULL DEFAULT '[]',
+        due          TEXT,
+        completed_at TEXT,
+        created_at   TEXT NOT NULL,
+        updated_at   TEXT NOT NULL
+    )""",
+    "CREATE INDEX actions_by_status ON actions (project, status, priority)",
+    "CREATE INDEX actions_by_parent ON actions (parent_id)",
+    """CREATE TABLE action_dependencies (
+        action_id  TEXT NOT NULL REFERENCES actions (id) ON DELETE CASCADE,
+        depends_on TEXT NOT NULL REFERENCES actions (id) ON DELETE CASCADE,
+        PRIMARY KEY (action_id, depends_on),
+        CHECK (action_id <> depends_on)
+    )""",
+    "CREATE INDEX action_dependencies_reverse ON action_dependencies (depends_on)",
+    """CREATE TABLE relations (
+        id          TEXT PRIMARY KEY,
+        project     TEXT NOT NULL,
+        source_id   TEXT NOT NULL,
+        target_id   TEXT NOT NULL,
+        type        TEXT NOT NULL,
+        weight      REAL NOT NULL DEFAULT 1.0,
+        note        TEXT,
+        created_at  TEXT NOT NULL,
+        updated_at  TEXT NOT NULL,
+        UNIQUE (source_id, target_id, type)
+    )""",
+    "CREATE INDEX relations_by_target ON relations (target_id)",
+    """CREATE TABLE audit_log (
+        seq     INTEGER PRIMARY KEY AUTOINCREMENT,
+        at      TEXT NOT NULL,
+        project TEXT,
+        actor   TEXT,
+        action  TEXT NOT NULL,
+        changes TEXT NOT NULL,
+        detail  TEXT
+    )""",
+    # The search index's stored form: each record's analysed terms as (term id, count) pairs, so a
+    # start-up rebuild reads ready postings instead of re-tokenising every record.
+    """CREATE TABLE search_terms (
+        id   INTEGER PRIMARY KEY AUTOINCREMENT,
+        term TEXT NOT NULL UNIQUE
+    )""",
+    """CREATE TABLE search_docs (
+        doc_id     TEXT PRIMARY KEY,
+        kind       TEXT NOT NULL,
+        subtype    TEXT,
+        project    TEXT NOT NULL,
+        session_id TEXT,
+        at         REAL NOT NULL,
+        length     INTEGER NOT NULL,
+        terms      BLOB NOT NULL,
+        analyzer   INTEGER NOT NULL
+    )""",
+]
+
+MIGRATIONS: list[tuple[int, str, list[str]]] = [
+    (1, "foundation: every table of the product reference", _V1_FOUNDATION),
+]
+
+
+async def schema_version(db: Database) -> int:
+    """The highest migration applied to this file (0 for a new file)."""
+    async with db.read() as conn:
+        exists = await conn.fetchval(
+            "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = 'schema_migrations'"
+        )
+        if not exists:
+            return 0
+        return int(await conn.fetchval("SELECT coalesce(max(version), 0) FROM schema_migrations") or 0)
+
+
+async def apply_migrations(db: Database) -> int:
+    """Apply every migration newer than the file's version; returns the resulting version."""
+    async with db.migration_step() as conn:
+        await conn.execute(
+            "CREATE TABLE IF NOT EXISTS schema_migrations ("
+            " version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at TEXT NOT NULL)"
+        )
+    version = 0
+    for number, name, statements in MIGRATIONS:
+        async with db.migration_step() as conn:
+            applied = await conn.fetchval("SELECT 1 FROM schema_migrations WHERE version = ?", (number,))
+            if not applied:
+                for statement in statements:
+                    await conn.execute(statement)
+                await conn.execute(
+                    "INSERT INTO schema_migrations (version, name, applied_at) "
+                    "VALUES (?, ?, strftime('%Y-%m-%dT%H:%M:%fZ', 'now'))",
+                    (number, name),
+                )
+                await conn.execute(f"PRAGMA user_version = {number}")
+        version = number
+    return version

@@ -1,0 +1,1 @@
+"""Pydantic models: stored records (`records`) and tool results (`results`)."""

@@ -1,0 +1,201 @@
+"""Stored records as the services and tools see them (JSON columns already decoded)."""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class Record(BaseModel):
+    """Base of every stored record: immutable once read."""
+
+    model_config = ConfigDict(frozen=True)
+
+
+class Session(Record):
+    """One working session of an agent in a project."""
+
+    id: str
+    project: str
+    agent_id: str | None = None
+    title: str | None = None
+    started_at: str
+    last_activity_at: str
+    ended_at: str | None = None
+    summary: str | None = Field(None, description="Crystallized summary of the session, when made.")
+    summary_source: str | None = None
+    summarized_at: str | None = None
+    folded_digest: str | None = Field(
+        None, description="Titles of older low-value observations folded away to respect the per-session cap."
+    )
+    observation_count: int = 0
+    folded_count: int = 0
+    created_at: str
+    updated_at: str
+
+
+class Observation(Record):
+    """Something that happened during a session, with its extracted compressed form."""
+
+    id: str
+    project: str
+    session_id: str
+    agent_id: str | None = None
+    seq: int
+    type: str
+    title: str
+    content: str
+    facts: list[str] = Field(default_factory=list)
+    concepts: list[str] = Field(default_factory=list)
+    files: list[str] = Field(default_factory=list)
+    importance: float = 0.5
+    ref: str | None = None
+    occurred_at: str | None = None
+    created_at: str
+
+
+class Memory(Record):
+    """A long-lived fact, decision or preference; one version of a chain."""
+
+    id: str
+    project: str
+    agent_id: str | None = None
+    session_id: str | None = None
+    kind: str
+    title: str | None = None
+    content: str
+    concepts: list[str] = Field(default_factory=list)
+    files: list[str] = Field(default_factory=list)
+    importance: float = 0.5
+    ref: str | None = None
+    occurred_at: str | None = None
+    root_id: str
+    parent_id: str | None = None
+    version: int = 1
+    is_latest: bool = True
+    superseded_by: str | None = None
+    similarity: float | None = None
+    created_at: str
+    updated_at: str
+
+
+class Lesson(Record):
+    """Something learned, with a confidence that grows on reinforcement and decays with time."""
+
+    id: str
+    project: str
+    agent_id: str | None = None
+    kind: str = "lesson"
+    content: str
+    context: str | None = None
+    tags: list[str] = Field(default_factory=list)
+    task_type: str | None = None
+    confidence: float
+    reinforcements: int = 0
+    fingerprint: str
+    last_reinforced_at: str
+    decayed_at: str | None = None
+    deleted_at: str | None = None
+    source: str = "{}"
+    created_at: str
+    updated_at: str
+
+
+class Outcome(Record):
+    """One attempt at a task and how it went."""
+
+    id: str
+    project: str
+    agent_id: str | None = None
+    session_id: str | None = None
+    task: str
+    task_type: str
+    task_type_inferred: bool = False
+    success: bool | None = None
+    score: float | None = None
+    steps: list[str] = Field(default_factory=list)
+    strategy: str | None = None
+    duration_s: float | None = None
+    error: str | None = None
+    feedback: str | None = None
+    mistakes: list[str] = Field(default_factory=list)
+    successes: list[str] = Field(default_factory=list)
+    created_at: str
+
+
+class MistakeCard(Record):
+    """A recurring mistake: what was decided, what should have been, why; merged with a seen count."""
+
+    id: str
+    project: str
+    merge_key: str
+    task_type: str | None = None
+    type: str
+    task: str
+    wrong_decision: str | None = None
+    correct_decision: str
+    why: str | None = None
+    seen_count: int = 1
+    first_seen_at: str
+    last_seen_at: str
+    created_at: str
+    updated_at: str
+
+
+class OutcomeMistakeCard(Record):
+    """Link: an outcome that reported a mistake card."""
+
+    outcome_id: str
+    card_id: str
+
+
+class Slot(Record):
+    """A named block of text kept in front of the agent (pinned slots go into every context)."""
+
+    id: str
+    project: str
+    name: str
+    content: str = ""
+    size_limit: int
+    pinned: bool = False
+    description: str | None = None
+    created_at: str
+    updated_at: str
+
+
+class Action(Record):
+    """A unit of work with status, priority, parent and dependencies."""
+
+    id: str
+    project: str
+    agent_id: str | None = None
+    title: str
+    description: str | None = None
+    status: str = "pending"
+    priority: int = 0
+    parent_id: str | None = None
+    tags: list[str] = Field(default_factory=list)
+    due: str | None = None
+    completed_at: str | None = None
+    created_at: str
+    updated_at: str
+
+
+class ActionDependency(Record):
+    """Link: `action_id` cannot start before `depends_on` is done."""
+
+    action_id: str
+    depends_on: str
+
+
+class Relation(Record):
+    """A typed, weighted edge between two records."""
+
+    id: str
+    project: str
+    source_id: str
+    target_id: str
+    type: str
+    weight: float = 1.0
+    note: str | None = None
+    created_at: str
+    updated_at: str

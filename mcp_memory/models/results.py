@@ -1,0 +1,233 @@
+"""Structured tool results: what each tool returns to the agent (and its output schema)."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, Field
+
+from mcp_memory.models.records import Memory, Observation, Session
+
+Redacted = dict[str, int]
+REDACTED_DESC = "How many secrets or private blocks were removed, by kind (never the text itself)."
+
+
+class ObserveResult(BaseModel):
+    """What memory_observe stored."""
+
+    id: str
+    session_id: str
+    session_created: bool = Field(description="True when this observation started a new session.")
+    session_ended: bool = Field(False, description="True when end_session closed the session.")
+    title: str
+    facts: list[str]
+    concepts: list[str]
+    files: list[str]
+    importance: float
+    folded: int = Field(0, description="Older low-value observations folded into the session digest.")
+    redacted: Redacted = Field(default_factory=dict, description=REDACTED_DESC)
+
+
+class ObservationView(BaseModel):
+    """An observation in its compressed form (content only when asked for)."""
+
+    id: str
+    session_id: str
+    type: str
+    title: str
+    facts: list[str]
+    concepts: list[str]
+    files: list[str]
+    importance: float
+    ref: str | None
+    occurred_at: str | None
+    created_at: str
+    content: str | None = None
+
+    @classmethod
+    def of(cls, obs: Observation, full: bool = False) -> ObservationView:
+        return cls(
+            **obs.model_dump(exclude={"content", "project", "agent_id", "seq"}),
+            content=obs.content if full else None,
+        )
+
+
+class ObservationList(BaseModel):
+    """A page of observations."""
+
+    project: str
+    total: int
+    observations: list[ObservationView]
+    next_offset: int | None = Field(None, description="Pass as offset to get the next page; null at the end.")
+
+
+class SessionView(BaseModel):
+    """A session with its status and counts."""
+
+    id: str
+    title: str | None
+    status: Literal["active", "idle", "ended"]
+    agent_id: str | None
+    started_at: str
+    last_activity_at: str
+    ended_at: str | None
+    observation_count: int
+    folded_count: int
+    summary: str | None
+
+
+class SessionList(BaseModel):
+    """A page of sessions, most recently active first."""
+
+    project: str
+    total: int
+    sessions: list[SessionView]
+    next_offset: int | None = None
+
+
+class TimelineEntry(BaseModel):
+    """One observation on the timeline."""
+
+    id: str
+    session_id: str
+    type: str
+    title: str
+    when: str = Field(description="occurred_at when given, else created_at.")
+    ref: str | None
+    anchor: bool = False
+
+
+class TimelineResult(BaseModel):
+    """Observations in time order around an anchor."""
+
+    project: str
+    anchor_id: str | None
+    entries: list[TimelineEntry]
+
+
+class Hit(BaseModel):
+    """A compact search hit: enough to decide whether to fetch the full record."""
+
+    id: str
+    kind: str
+    score: float
+    title: str
+    snippet: str
+    type: str | None = Field(None, description="Observation type or memory kind.")
+    session_id: str | None = None
+    ref: str | None = None
+    occurred_at: str | None = None
+    created_at: str | None = None
+    context: list[str] = Field(
+        default_factory=list, description="Neighbouring turns of the same session, when asked for."
+    )
+
+
+class RecallResult(BaseModel):
+    """Ranked episodic hits for a query."""
+
+    project: str
+    query: str
+    hits: list[Hit]
+
+
+class SaveResult(BaseModel):
+    """What memory_save stored and which version it replaced."""
+
+    id: str
+    kind: str
+    version: int
+    root_id: str
+    superseded_id: str | None = Field(None, description="The previous version this one replaced, if any.")
+    similarity: float | None = Field(None, description="Jaccard similarity to the replaced version.")
+    unchanged: bool = Field(False, description="True when an identical memory already existed (nothing written).")
+    redacted: Redacted = Field(default_factory=dict, description=REDACTED_DESC)
+
+
+class MemoryVersion(BaseModel):
+    """One version in a memory's chain."""
+
+    id: str
+    version: int
+    kind: str
+    title: str | None
+    content: str
+    similarity: float | None
+    is_latest: bool
+    created_at: str
+
+
+class MemoryDetail(BaseModel):
+    """A memory with its whole version chain, oldest first."""
+
+    memory: Memory
+    latest_id: str
+    versions: list[MemoryVersion]
+
+
+class SmartSearchResult(BaseModel):
+    """Compact hits for a query, and/or full records for the ids asked for."""
+
+    project: str
+    query: str | None
+    hits: list[Hit] = Field(default_factory=list)
+    observations: list[Observation] = Field(default_factory=list)
+    memories: list[Memory] = Field(default_factory=list)
+    sessions: list[Session] = Field(default_factory=list)
+    missing: list[str] = Field(default_factory=list, description="Requested ids that do not exist here.")
+
+
+class ForgetResult(BaseModel):
+    """What was (or, in a dry run, would be) deleted, by kind."""
+
+    dry_run: bool
+    deleted: dict[str, list[str]]
+    total: int
+
+
+class LatencyReport(BaseModel):
+    """Timing of sample searches run against the live index."""
+
+    queries: int
+    p50_ms: float
+    p95_ms: float
+    max_ms: float
+
+
+class DiagnoseResult(BaseModel):
+    """Health of the database and the index."""
+
+    version: str
+    schema_version: int
+    analyzer_version: int
+    db_path: str
+    db_bytes: int
+    sqlite: dict[str, Any]
+    integrity: list[str]
+    integrity_ok: bool
+    counts: dict[str, int]
+    index_docs: dict[str, int] = Field(description="Documents in the in-memory index, by kind.")
+    stored_docs: dict[str, int] = Field(description="Documents in the stored index, by kind.")
+    index_in_sync: bool
+    index_terms: int
+    index_postings: int
+    projects: list[str]
+    latency: LatencyReport
+
+
+class ExportResult(BaseModel):
+    """An export document (inline) or where it was written."""
+
+    counts: dict[str, int]
+    path: str | None = None
+    document: dict[str, Any] | None = Field(None, description="The export itself, when no path was given.")
+
+
+class ImportResult(BaseModel):
+    """What an import changed, by table."""
+
+    inserted: dict[str, int]
+    updated: dict[str, int]
+    unchanged: dict[str, int]
+    reindexed: int
+    redacted: Redacted = Field(default_factory=dict, description=REDACTED_DESC)

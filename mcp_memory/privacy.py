@@ -1,0 +1,266 @@
+"""Privacy filter applied to every piece of text before it is stored or indexed.
+
+``<private>…</private>`` blocks are replaced by the marker ``[private]`` and secrets by
+``[REDACTED:<kind>]``. Callers only ever see per-kind counts, never the redacted text.
+Every pattern is compiled once and uses bounded quantifiers, so cleaning is roughly
+linear in the input size and cannot backtrack catastrophically.
+"""
+
+from __future__ import annotations
+
+import re
+from bisect import bisect_right
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+
+__all__ = ["PrivacyFilter", "Redaction", "merge_counts"]
+
+_PRIVATE_MARKER = "[private]"
+
+_Span = tuple[int, int] | None
+_Pick = Callable[[re.Match[str]], _Span]
+
+# Text we emitted ourselves; a match starting inside one is skipped so clean() is idempotent.
+_MARKER = re.compile(r"\[(?:REDACTED:[A-Za-z0-9_.-]{1,64}|private)\]")
+_KIND = re.compile(r"[A-Za-z0-9_.-]{1,64}")
+_TAG = re.compile(r"<\s{0,5}(/?)\s{0,5}private(?:\s[^<>]{0,200})?>", re.IGNORECASE)
+_KEYWORDS = r"(?:passw(?:or)?d|passphrase|pwd|secret|(?:api|access|secret|private)[_-]?key|apikey|token)"
+_VALUE = (
+    r"""(?:"(?P<dq>(?:[^"\\\n]|\\.){0,1000})"?|'(?P<sq>(?:[^'\\\n]|\\.){0,1000})'?"""
+    r"""|(?P<uq>[^\s"'`,;&)\]}]{1,512}))"""
+)
+_NON_SECRET_WORDS = frozenset({"none", "null", "nil", "true", "false", "undefined", "n/a", "redacted"})
+# References to a secret (templating, env vars, masks, "your-…" stand-ins) are not the secret.
+_PLACEHOLDER = re.compile(r"<[^<>]*>|\$[{(].*|\$[A-Za-z_]\w*|\{\{.*|%\(?\w*\)?s|[*x•.…]{3,}|your[_-].*", re.IGNORECASE)
+# Unquoted code such as `os.environ["X"]`, `get_pw()` or `self.token` names a secret, it isn't one.
+_CODE_REF = re.compile(r"[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*[(\[].*|[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)+")
+_AUTH = r"(?i)authorization[\"']?[ \t]{0,5}[:=][ \t]{0,5}[\"']?"
+_AUTH_HEADER = re.compile(_AUTH + r"\Z")
+
+
+@dataclass(frozen=True, slots=True)
+class Redaction:
+    """Result of cleaning one text: the safe text plus how many things of each kind were removed."""
+
+    text: str
+    counts: Mapping[str, int]
+
+
+def _is_secret(value: str, *, quoted: bool, strict: bool = False) -> bool:
+    """Decide whether an assigned value is a real secret rather than a placeholder or prose."""
+    v = value.strip()
+    if not v or v.lower() in _NON_SECRET_WORDS or _PLACEHOLDER.fullmatch(v):
+        return False
+    if quoted:
+        return True
+    if _CODE_REF.fullmatch(v):
+        return False
+    # Short plain words after "key: " are usually prose ("token: see docs"); `KEY=value` is not.
+    return strict or len(v) >= 8 or not v.isalpha()
+
+
+def _whole(m: re.Match[str]) -> _Span:
+    return m.span()
+
+
+def _group(m: re.Match[str]) -> _Span:
+    return m.span("s") if _is_secret(m.group("s"), quoted=True) else None
+
+
+def _with_digit(m: re.Match[str]) -> _Span:
+    # Real keys are random; requiring a digit spares prose like "sk-learn-is-a-library".
+    return m.span() if any(c.isdigit() for c in m.group()) else None
+
+
+def _bearer(m: re.Match[str]) -> _Span:
+    token = m.group("s")
+    if _AUTH_HEADER.search(m.string, max(0, m.start() - 40), m.start()):
+        return m.span("s")
+    random_looking = any(c.isdigit() for c in token) or (token.lower() != token != token.upper())
+    return m.span("s") if len(token) >= 16 and random_looking else None
+
+
+def _assigned_value(m: re.Match[str]) -> _Span:
+    for name in ("dq", "sq"):
+        if m.group(name) is not None:
+            return m.span(name) if _is_secret(m.group(name), quoted=True) else None
+    start = m.start("uq")
+    value = m.group("uq").rstrip(".:!?")  # sentence punctuation after a value is not part of it
+    cli_flag = "dash" in m.re.groupindex
+    if cli_flag and value.startswith("-"):
+        return None  # `--password --next-flag`: the flag has no value here
+    strict = cli_flag or (m.group("sep") == "=" and not m.group("pre") and not m.group("post"))
+    return (start, start + len(value)) if _is_secret(value, quoted=False, strict=strict) else None
+
+
+@dataclass(frozen=True, slots=True)
+class _Rule:
+    kind: str
+    pattern: re.Pattern[str]
+    pick: _Pick = _whole
+
+
+def _rule(kind: str, regex: str, pick: _Pick = _whole) -> _Rule:
+    return _Rule(kind, re.compile(regex), pick)
+
+
+def _token(prefix: str, width: int, body: str, edge: str = "A-Za-z0-9_-") -> str:
+    # The literal prefix comes first so the engine can scan for it fast; then check it starts a word.
+    return rf"{prefix}(?<![{edge}]{'.' * width}){body}"
+
+
+_B64 = "[A-Za-z0-9_-]"
+# Most specific first: a token is counted once, under the first rule that claims it.
+_SPECIFIC = (
+    _rule(
+        "private_key",
+        r"(?s)-----BEGIN[A-Z0-9 ]{0,40}PRIVATE KEY(?: BLOCK)?-----"
+        r"(?:.*?-----END[A-Z0-9 ]{0,40}PRIVATE KEY(?: BLOCK)?-----|.*)",  # unterminated: to the end
+    ),
+    _rule("anthropic_key", _token("sk-ant-", 7, _B64 + "{16,300}")),
+    _rule("openai_key", _token("sk-", 3, f"(?:proj-|svcacct-|admin-)?{_B64}{{20,300}}"), _with_digit),
+    _rule("stripe_key", _token("[sr]k_", 3, "(?:live|test)_[A-Za-z0-9]{20,250}")),
+    _rule("github_token", _token("gh[pousr]_", 4, "[A-Za-z0-9]{36,255}")),
+    _rule("github_token", _token("github_pat_", 11, r"\w{22,255}")),
+    _rule("gitlab_token", _token("glpat-", 6, _B64 + "{20,100}")),
+    _rule("slack_token", _token("xox[abprs]-", 5, "[A-Za-z0-9-]{10,250}")),
+    _rule("slack_token", r"https?://hooks\.slack\.com/(?:services|workflows|triggers)/[\w/-]{8,300}"),
+    _rule("aws_access_key", _token("A[KS]IA", 4, "[A-Z0-9]{16}(?![A-Za-z0-9])", "A-Za-z0-9")),
+    _rule(
+        "aws_secret_key",
+        r"(?i:aws_?secret(?:_?access)?_?key)[\"']?[ \t]{0,5}(?:=>|:=|=|:)[ \t]{0,5}[\"']?"
+        r"(?P<s>[A-Za-z0-9/+=]{40})(?![A-Za-z0-9/+=])",
+        _group,
+    ),
+    _rule("google_api_key", _token("AIza", 4, _B64 + "{35}")),
+    _rule("jwt", _token("eyJ", 3, rf"{_B64}{{8,4096}}\.{_B64}{{8,8192}}\.{_B64}{{8,4096}}")),
+)
+
+_GENERIC = (
+    _rule("url_password", r"://[^\s:/@?#]{1,256}:(?P<s>[^\s@/]{1,256})@", _group),
+    _rule("basic_auth", _AUTH + r"basic[ \t]{1,5}(?P<s>[A-Za-z0-9+/]{1,4096}={0,2})", _group),
+    _rule("bearer_token", r"(?i)(?=b)\bbearer[ \t]{1,5}(?P<s>[A-Za-z0-9._~+/-]{1,4096}=*)", _bearer),
+    _rule(
+        "password_assignment",
+        r"(?i)(?=[psta])" + _KEYWORDS + r"[\"']?"
+        # A type annotation (`password: str = "x"`) sits between the key and the real value.
+        r"(?:[ \t]{0,5}:[ \t]{0,5}[A-Za-z_][\w.\[\]|, ]{0,60}?(?=[ \t]{1,5}=[^=]))?"
+        r"(?P<pre>[ \t]{0,5})(?P<sep>=>|:=|=(?!=)|:)(?P<post>[ \t]{0,5})" + _VALUE,
+        _assigned_value,
+    ),
+    _rule(
+        "password_assignment",
+        rf"(?i)(?P<dash>--)(?<![\w-]--)[\w-]{{0,30}}?{_KEYWORDS}(?P<pre>)(?P<sep>[ \t]{{1,5}})(?P<post>)" + _VALUE,
+        _assigned_value,
+    ),
+)
+
+
+def _apply(rule: _Rule, text: str, counts: dict[str, int]) -> str:
+    """Replace every match of one rule, skipping matches that begin inside an existing marker."""
+    markers = [m.span() for m in _MARKER.finditer(text)]
+    starts = [s for s, _ in markers]
+    out: list[str] = []
+    pos = found = 0
+    for m in rule.pattern.finditer(text):
+        span = rule.pick(m)
+        if span is None or span[1] <= span[0] or span[0] < pos:
+            continue
+        i = bisect_right(starts, span[0]) - 1
+        if i >= 0 and markers[i][1] > span[0]:
+            continue
+        out += (text[pos : span[0]], f"[REDACTED:{rule.kind}]")
+        pos, found = span[1], found + 1
+    if not found:
+        return text
+    counts[rule.kind] = counts.get(rule.kind, 0) + found
+    out.append(text[pos:])
+    return "".join(out)
+
+
+def _strip_private_once(text: str) -> tuple[str, int]:
+    out: list[str] = []
+    pos = depth = removed = 0
+    for m in _TAG.finditer(text):
+        if not m.group(1):
+            if depth == 0:
+                out.append(text[pos : m.start()])
+            depth += 1
+        elif depth:
+            depth -= 1
+            if depth == 0:
+                out.append(_PRIVATE_MARKER)
+                pos, removed = m.end(), removed + 1
+        else:  # stray closing tag: dropped
+            out.append(text[pos : m.start()])
+            pos = m.end()
+    if depth:  # unclosed block: fail closed and drop everything after it
+        return "".join([*out, _PRIVATE_MARKER]), removed + 1
+    out.append(text[pos:])
+    return "".join(out), removed
+
+
+def _strip_private(text: str, counts: dict[str, int]) -> str:
+    removed = 0
+    # Dropping a stray closing tag can splice a new tag together ("<priv</private>ate>"), so repeat;
+    # pathological inputs that keep doing so are cut at the first remaining tag.
+    for _ in range(3):
+        if _TAG.search(text) is None:
+            break
+        text, n = _strip_private_once(text)
+        removed += n
+    else:
+        leftover = _TAG.search(text)
+        if leftover is not None:
+            text, removed = text[: leftover.start()] + _PRIVATE_MARKER, removed + 1
+    if removed:
+        counts["private"] = removed
+    return text
+
+
+class PrivacyFilter:
+    """Removes <private> blocks and redacts secrets before text is stored or indexed.
+
+    A removed block becomes ``[private]`` (an unclosed one takes the rest of the text with it) and
+    each secret becomes ``[REDACTED:<kind>]``; cleaning already-cleaned text changes nothing.
+    """
+
+    def __init__(self, *, extra_patterns: Sequence[tuple[str, str]] = ()) -> None:
+        """Build the filter; `extra_patterns` are configured (kind, regex) pairs, whole match redacted.
+
+        Raises ValueError for a kind that is not a short identifier and re.error for a bad regex.
+        """
+        extras = []
+        for kind, regex in extra_patterns:
+            if not _KIND.fullmatch(kind):
+                raise ValueError(f"invalid redaction kind {kind!r}")
+            extras.append(_Rule(kind, re.compile(regex)))
+        # Configured patterns are assumed more specific than the generic key/value heuristics.
+        self._rules: tuple[_Rule, ...] = (*_SPECIFIC, *extras, *_GENERIC)
+
+    def clean(self, text: str) -> Redaction:
+        """Return `text` with private blocks and secrets removed, plus per-kind redaction counts."""
+        counts: dict[str, int] = {}
+        text = _strip_private(text, counts)
+        # A replacement can change the context an earlier rule saw (a word edge, say): repeat until stable.
+        for _ in range(3):
+            before = sum(counts.values())
+            for rule in self._rules:
+                text = _apply(rule, text, counts)
+            if sum(counts.values()) == before:
+                break
+        return Redaction(text=text, counts=counts)
+
+    def clean_all(self, texts: Iterable[str]) -> tuple[list[str], dict[str, int]]:
+        """Clean several texts (e.g. the fields of one record) and sum their counts."""
+        results = [self.clean(t) for t in texts]
+        return [r.text for r in results], merge_counts(*(r.counts for r in results))
+
+
+def merge_counts(*counts: Mapping[str, int]) -> dict[str, int]:
+    """Sum several kind -> count mappings into one, e.g. for a tool result's `redacted` field."""
+    total: dict[str, int] = {}
+    for mapping in counts:
+        for kind, n in mapping.items():
+            total[kind] = total.get(kind, 0) + n
+    return {kind: n for kind, n in total.items() if n}

@@ -1,0 +1,1 @@
+"""Async SQL, one module per aggregate; the only place (with db.py) that holds SQL."""

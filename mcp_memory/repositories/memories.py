@@ -1,0 +1,156 @@
+"""SQL for memories and their version chains."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from mcp_memory.db import Row
+from mcp_memory.errors import NotFoundError
+from mcp_memory.models.records import Memory
+from mcp_memory.repositories.base import Repository, dump_list, placeholders, row_dict
+
+_COLUMNS = (
+    "id, project, agent_id, session_id, kind, title, content, concepts, files, importance, ref, "
+    "occurred_at, root_id, parent_id, version, is_latest, superseded_by, similarity, created_at, updated_at"
+)
+
+
+def _memory(row: Row) -> Memory:
+    return Memory(**row_dict(row, ("concepts", "files"), ("is_latest",)))
+
+
+class MemoryRepository(Repository):
+    """Memories of one project at a time; a chain is every version sharing a root id."""
+
+    async def add(self, mem: Memory) -> None:
+        await self.conn.execute(
+            f"INSERT INTO memories ({_COLUMNS}) VALUES ({placeholders(20)})",
+            (
+                mem.id,
+                mem.project,
+                mem.agent_id,
+                mem.session_id,
+                mem.kind,
+                mem.title,
+                mem.content,
+                dump_list(mem.concepts),
+                dump_list(mem.files),
+                mem.importance,
+                mem.ref,
+                mem.occurred_at,
+                mem.root_id,
+                mem.parent_id,
+                mem.version,
+                int(mem.is_latest),
+                mem.superseded_by,
+                mem.similarity,
+                mem.created_at,
+                mem.updated_at,
+            ),
+        )
+
+    async def get_or_none(self, mem_id: str, project: str) -> Memory | None:
+        row = await self.conn.fetchone(
+            f"SELECT {_COLUMNS} FROM memories WHERE id = ? AND project = ?", (mem_id, project)
+        )
+        return None if row is None else _memory(row)
+
+    async def get(self, mem_id: str, project: str) -> Memory:
+        found = await self.get_or_none(mem_id, project)
+        if found is None:
+            raise NotFoundError("memory", mem_id, "call memory_smart_search to find memory ids")
+        return found
+
+    async def get_many(self, ids: Sequence[str], project: str) -> list[Memory]:
+        if not ids:
+            return []
+        rows = await self.conn.fetchall(
+            f"SELECT {_COLUMNS} FROM memories WHERE project = ? AND id IN ({placeholders(len(ids))})",
+            (project, *ids),
+        )
+        by_id = {r["id"]: _memory(r) for r in rows}
+        return [by_id[i] for i in ids if i in by_id]
+
+    async def chain(self, root_id: str, project: str) -> list[Memory]:
+        """Every version of a memory, oldest first."""
+        rows = await self.conn.fetchall(
+            f"SELECT {_COLUMNS} FROM memories WHERE root_id = ? AND project = ? ORDER BY version, created_at",
+            (root_id, project),
+        )
+        return [_memory(r) for r in rows]
+
+    async def mark_superseded(self, mem_id: str, by: str, at: str) -> None:
+        await self.conn.execute(
+            "UPDATE memories SET is_latest = 0, superseded_by = ?, updated_at = ? WHERE id = ?",
+            (by, at, mem_id),
+        )
+
+    async def page(
+        self, project: str, kinds: Sequence[str] | None, latest_only: bool, limit: int, offset: int
+    ) -> tuple[list[Memory], int]:
+        where, params = self._where(project, kinds, latest_only)
+        rows = await self.conn.fetchall(
+            f"SELECT {_COLUMNS} FROM memories WHERE {where} ORDER BY created_at DESC, id DESC LIMIT ? OFFSET ?",
+            (*params, limit, offset),
+        )
+        total = await self.conn.fetchval(f"SELECT count(*) FROM memories WHERE {where}", params)
+        return [_memory(r) for r in rows], int(total)
+
+    async def root_ids_matching(
+        self,
+        project: str,
+        kinds: Sequence[str] | None,
+        since: str | None,
+        until: str | None,
+        session_id: str | None = None,
+    ) -> list[str]:
+        """Root ids of chains whose latest version matches (forget by filter works on whole chains)."""
+        where, params = self._where(project, kinds, True)
+        clauses, extra = [where], list(params)
+        if session_id is not None:
+            clauses.append("session_id = ?")
+            extra.append(session_id)
+        if since is not None:
+            clauses.append("coalesce(occurred_at, created_at) >= ?")
+            extra.append(since)
+        if until is not None:
+            clauses.append("coalesce(occurred_at, created_at) <= ?")
+            extra.append(until)
+        rows = await self.conn.fetchall(
+            f"SELECT DISTINCT root_id FROM memories WHERE {' AND '.join(clauses)} ORDER BY root_id", extra
+        )
+        return [r[0] for r in rows]
+
+    async def delete_chain(self, root_id: str, project: str) -> list[str]:
+        """Delete every version of a chain; returns the deleted ids."""
+        rows = await self.conn.fetchall("SELECT id FROM memories WHERE root_id = ? AND project = ?", (root_id, project))
+        ids = [r[0] for r in rows]
+        if ids:
+            await self.conn.execute("DELETE FROM memories WHERE root_id = ? AND project = ?", (root_id, project))
+        return ids
+
+    async def count(self, project: str | None = None, latest_only: bool = False) -> int:
+        clauses, params = [], []
+        if project is not None:
+            clauses.append("project = ?")
+            params.append(project)
+        if latest_only:
+            clauses.append("is_latest = 1")
+        where = f"WHERE {' AND '.join(clauses)}" if clauses else ""
+        return int(await self.conn.fetchval(f"SELECT count(*) FROM memories {where}", params))
+
+    async def latest_in_project(self, project: str) -> list[Memory]:
+        rows = await self.conn.fetchall(
+            f"SELECT {_COLUMNS} FROM memories WHERE project = ? AND is_latest = 1", (project,)
+        )
+        return [_memory(r) for r in rows]
+
+    @staticmethod
+    def _where(project: str, kinds: Sequence[str] | None, latest_only: bool) -> tuple[str, tuple[object, ...]]:
+        clauses, params = ["project = ?"], [project]
+        if latest_only:
+            clauses.append("is_latest = 1")
+        if kinds:
+            clauses.append(f"kind IN ({placeholders(len(kinds))})")
+            params.extend(kinds)
+        return " AND ".join(clauses), tuple(params)

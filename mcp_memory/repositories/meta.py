@@ -1,0 +1,78 @@
+"""SQL for the key/value meta table, the audit log and database-wide health figures."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from mcp_memory.repositories.base import Repository
+
+COUNTED_TABLES = (
+    "sessions",
+    "observations",
+    "memories",
+    "lessons",
+    "outcomes",
+    "mistake_cards",
+    "slots",
+    "actions",
+    "action_dependencies",
+    "relations",
+    "audit_log",
+    "search_docs",
+    "search_terms",
+)
+
+
+class MetaRepository(Repository):
+    """Settings the database remembers about itself, and read-only health checks."""
+
+    async def get(self, key: str) -> str | None:
+        value = await self.conn.fetchval("SELECT value FROM meta WHERE key = ?", (key,))
+        return None if value is None else str(value)
+
+    async def set(self, key: str, value: str) -> None:
+        await self.conn.execute(
+            "INSERT INTO meta (key, value) VALUES (?, ?) ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+            (key, value),
+        )
+
+    async def projects_of(self, table: str) -> list[str]:
+        """Distinct projects holding rows of one of the project-scoped tables."""
+        if table not in COUNTED_TABLES or table in ("action_dependencies", "search_terms", "audit_log"):
+            raise ValueError(f"not a project-scoped table: {table}")
+        rows = await self.conn.fetchall(f"SELECT DISTINCT project FROM {table} ORDER BY project")
+        return [str(r[0]) for r in rows if r[0] is not None]
+
+    async def schema_version(self) -> int:
+        return int(await self.conn.fetchval("SELECT coalesce(max(version), 0) FROM schema_migrations") or 0)
+
+    async def table_counts(self) -> dict[str, int]:
+        return {t: int(await self.conn.fetchval(f"SELECT count(*) FROM {t}")) for t in COUNTED_TABLES}
+
+    async def integrity_check(self) -> list[str]:
+        rows = await self.conn.fetchall("PRAGMA integrity_check")
+        return [str(r[0]) for r in rows]
+
+    async def pragmas(self) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        for name in (
+            "journal_mode",
+            "page_size",
+            "page_count",
+            "freelist_count",
+            "foreign_keys",
+            "synchronous",
+        ):
+            out[name] = await self.conn.fetchval(f"PRAGMA {name}")
+        out["sqlite_version"] = await self.conn.fetchval("SELECT sqlite_version()")
+        return out
+
+    async def last_audit_seq(self) -> int:
+        return int(await self.conn.fetchval("SELECT coalesce(max(seq), 0) FROM audit_log"))
+
+    async def audit_since(self, seq: int, limit: int = 1000) -> list[tuple[int, str, str]]:
+        """Audit rows after `seq`: (seq, action, changes JSON), oldest first."""
+        rows = await self.conn.fetchall(
+            "SELECT seq, action, changes FROM audit_log WHERE seq > ? ORDER BY seq LIMIT ?", (seq, limit)
+        )
+        return [(r[0], r[1], r[2]) for r in rows]

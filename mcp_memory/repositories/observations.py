@@ -1,0 +1,181 @@
+"""SQL for observations."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from mcp_memory.db import Row
+from mcp_memory.errors import NotFoundError
+from mcp_memory.models.records import Observation
+from mcp_memory.repositories.base import Repository, dump_list, placeholders, row_dict
+
+_COLUMNS = (
+    "id, project, session_id, agent_id, seq, type, title, content, facts, concepts, files, importance, "
+    "ref, occurred_at, created_at"
+)
+_LISTS = ("facts", "concepts", "files")
+_WHEN = "coalesce(occurred_at, created_at)"
+
+
+def _obs(row: Row) -> Observation:
+    return Observation(**row_dict(row, _LISTS))
+
+
+class ObservationRepository(Repository):
+    """Observations; every query is confined to one project."""
+
+    async def add(self, obs: Observation) -> None:
+        await self.conn.execute(
+            f"INSERT INTO observations ({_COLUMNS}) VALUES ({placeholders(15)})",
+            (
+                obs.id,
+                obs.project,
+                obs.session_id,
+                obs.agent_id,
+                obs.seq,
+                obs.type,
+                obs.title,
+                obs.content,
+                dump_list(obs.facts),
+                dump_list(obs.concepts),
+                dump_list(obs.files),
+                obs.importance,
+                obs.ref,
+                obs.occurred_at,
+                obs.created_at,
+            ),
+        )
+
+    async def get(self, obs_id: str, project: str) -> Observation:
+        found = await self.get_many([obs_id], project)
+        if not found:
+            raise NotFoundError("observation", obs_id, "call memory_observations or memory_recall")
+        return found[0]
+
+    async def get_many(self, ids: Sequence[str], project: str) -> list[Observation]:
+        """The observations among `ids` that exist in `project`, in the order of `ids`."""
+        if not ids:
+            return []
+        rows = await self.conn.fetchall(
+            f"SELECT {_COLUMNS} FROM observations WHERE project = ? AND id IN ({placeholders(len(ids))})",
+            (project, *ids),
+        )
+        by_id = {r["id"]: _obs(r) for r in rows}
+        return [by_id[i] for i in ids if i in by_id]
+
+    async def page(
+        self,
+        project: str,
+        *,
+        session_id: str | None = None,
+        types: Sequence[str] | None = None,
+        since: str | None = None,
+        until: str | None = None,
+        limit: int = 50,
+        offset: int = 0,
+        newest_first: bool = True,
+    ) -> tuple[list[Observation], int]:
+        """Observations matching the filters in time order, and how many match in all."""
+        where, params = self._where(project, session_id, types, since, until)
+        order = "DESC" if newest_first else "ASC"
+        rows = await self.conn.fetchall(
+            f"SELECT {_COLUMNS} FROM observations WHERE {where} "
+            f"ORDER BY {_WHEN} {order}, seq {order}, id {order} LIMIT ? OFFSET ?",
+            (*params, limit, offset),
+        )
+        total = await self.conn.fetchval(f"SELECT count(*) FROM observations WHERE {where}", params)
+        return [_obs(r) for r in rows], int(total)
+
+    async def ids_matching(
+        self,
+        project: str,
+        *,
+        session_id: str | None = None,
+        types: Sequence[str] | None = None,
+        since: str | None = None,
+        until: str | None = None,
+    ) -> list[str]:
+        where, params = self._where(project, session_id, types, since, until)
+        rows = await self.conn.fetchall(f"SELECT id FROM observations WHERE {where} ORDER BY id", params)
+        return [r[0] for r in rows]
+
+    async def around(
+        self, project: str, when: str, seq: int, session_id: str | None, before: int, after: int
+    ) -> tuple[list[Observation], list[Observation]]:
+        """Up to `before` observations strictly earlier than (when, seq) and `after` strictly later."""
+        scope, params = ("project = ?", [project])
+        if session_id is not None:
+            scope += " AND session_id = ?"
+            params.append(session_id)
+        earlier = await self.conn.fetchall(
+            f"SELECT {_COLUMNS} FROM observations WHERE {scope} AND ({_WHEN} < ? OR ({_WHEN} = ? AND seq < ?)) "
+            f"ORDER BY {_WHEN} DESC, seq DESC LIMIT ?",
+            (*params, when, when, seq, before),
+        )
+        later = await self.conn.fetchall(
+            f"SELECT {_COLUMNS} FROM observations WHERE {scope} AND ({_WHEN} > ? OR ({_WHEN} = ? AND seq > ?)) "
+            f"ORDER BY {_WHEN} ASC, seq ASC LIMIT ?",
+            (*params, when, when, seq, after),
+        )
+        return [_obs(r) for r in reversed(earlier)], [_obs(r) for r in later]
+
+    async def neighbours(self, session_id: str, seq: int, width: int) -> list[Observation]:
+        """Observations of the same session within `width` positions of `seq` (excluding it)."""
+        rows = await self.conn.fetchall(
+            f"SELECT {_COLUMNS} FROM observations WHERE session_id = ? AND seq BETWEEN ? AND ? AND seq <> ? "
+            "ORDER BY seq",
+            (session_id, seq - width, seq + width, seq),
+        )
+        return [_obs(r) for r in rows]
+
+    async def count_in_session(self, session_id: str) -> int:
+        return int(await self.conn.fetchval("SELECT count(*) FROM observations WHERE session_id = ?", (session_id,)))
+
+    async def least_valuable(self, session_id: str, count: int, keep: Sequence[str] = ()) -> list[Observation]:
+        """The `count` observations to fold first: lowest importance, then oldest."""
+        rows = await self.conn.fetchall(
+            f"SELECT {_COLUMNS} FROM observations WHERE session_id = ? "
+            f"AND id NOT IN ({placeholders(len(keep))}) ORDER BY importance ASC, seq ASC LIMIT ?",
+            (session_id, *keep, count),
+        )
+        return [_obs(r) for r in rows]
+
+    async def ids_in_session(self, session_id: str) -> list[str]:
+        rows = await self.conn.fetchall("SELECT id FROM observations WHERE session_id = ?", (session_id,))
+        return [r[0] for r in rows]
+
+    async def delete(self, ids: Sequence[str]) -> None:
+        if ids:
+            await self.conn.execute(f"DELETE FROM observations WHERE id IN ({placeholders(len(ids))})", tuple(ids))
+
+    async def count(self, project: str | None = None) -> int:
+        if project is None:
+            return int(await self.conn.fetchval("SELECT count(*) FROM observations"))
+        return int(await self.conn.fetchval("SELECT count(*) FROM observations WHERE project = ?", (project,)))
+
+    async def all_in_project(self, project: str) -> list[Observation]:
+        rows = await self.conn.fetchall(f"SELECT {_COLUMNS} FROM observations WHERE project = ?", (project,))
+        return [_obs(r) for r in rows]
+
+    @staticmethod
+    def _where(
+        project: str,
+        session_id: str | None,
+        types: Sequence[str] | None,
+        since: str | None,
+        until: str | None,
+    ) -> tuple[str, tuple[object, ...]]:
+        clauses, params = ["project = ?"], [project]
+        if session_id is not None:
+            clauses.append("session_id = ?")
+            params.append(session_id)
+        if types:
+            clauses.append(f"type IN ({placeholders(len(types))})")
+            params.extend(types)
+        if since is not None:
+            clauses.append(f"{_WHEN} >= ?")
+            params.append(since)
+        if until is not None:
+            clauses.append(f"{_WHEN} <= ?")
+            params.append(until)
+        return " AND ".join(clauses), tuple(params)

@@ -1,0 +1,91 @@
+"""SQL for the search index's stored form: the term vocabulary and each record's packed terms."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from mcp_memory.repositories.base import Repository, placeholders
+from mcp_memory.search.index import IndexDoc
+
+_CHUNK = 500
+
+
+class SearchDocRepository(Repository):
+    """Stored terms, written in the same transaction as the record they index."""
+
+    async def term_ids(self, terms: Sequence[str]) -> dict[str, int]:
+        """Ids of `terms`, creating the missing ones."""
+        ids: dict[str, int] = {}
+        for start in range(0, len(terms), _CHUNK):
+            chunk = terms[start : start + _CHUNK]
+            await self.conn.executemany(
+                "INSERT INTO search_terms (term) VALUES (?) ON CONFLICT (term) DO NOTHING",
+                [(t,) for t in chunk],
+            )
+            rows = await self.conn.fetchall(
+                f"SELECT term, id FROM search_terms WHERE term IN ({placeholders(len(chunk))})", tuple(chunk)
+            )
+            ids.update((r[0], r[1]) for r in rows)
+        return ids
+
+    async def vocabulary(self, after_id: int = 0) -> dict[str, int]:
+        """Every term with its id (or only those newer than `after_id`)."""
+        rows = await self.conn.fetchall("SELECT term, id FROM search_terms WHERE id > ?", (after_id,))
+        return {r[0]: r[1] for r in rows}
+
+    async def put(self, doc: IndexDoc, analyzer: int) -> None:
+        await self.conn.execute(
+            "INSERT INTO search_docs (doc_id, kind, subtype, project, session_id, at, length, terms, analyzer) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (doc_id) DO UPDATE SET kind = excluded.kind, "
+            "subtype = excluded.subtype, project = excluded.project, session_id = excluded.session_id, "
+            "at = excluded.at, length = excluded.length, terms = excluded.terms, analyzer = excluded.analyzer",
+            (
+                doc.doc_id,
+                doc.kind,
+                doc.subtype,
+                doc.project,
+                doc.session_id,
+                doc.at,
+                doc.length,
+                doc.terms,
+                analyzer,
+            ),
+        )
+
+    async def delete(self, doc_ids: Sequence[str]) -> None:
+        for start in range(0, len(doc_ids), _CHUNK):
+            chunk = doc_ids[start : start + _CHUNK]
+            await self.conn.execute(f"DELETE FROM search_docs WHERE doc_id IN ({placeholders(len(chunk))})", chunk)
+
+    async def clear(self) -> None:
+        """Forget every stored document (before a full re-analysis)."""
+        await self.conn.execute("DELETE FROM search_docs")
+
+    async def all_docs(self) -> list[IndexDoc]:
+        rows = await self.conn.fetchall(
+            "SELECT doc_id, kind, subtype, project, session_id, at, length, terms FROM search_docs ORDER BY rowid"
+        )
+        return [IndexDoc(*tuple(r)) for r in rows]
+
+    async def get_many(self, doc_ids: Sequence[str]) -> list[IndexDoc]:
+        docs: list[IndexDoc] = []
+        for start in range(0, len(doc_ids), _CHUNK):
+            chunk = doc_ids[start : start + _CHUNK]
+            rows = await self.conn.fetchall(
+                "SELECT doc_id, kind, subtype, project, session_id, at, length, terms FROM search_docs "
+                f"WHERE doc_id IN ({placeholders(len(chunk))})",
+                chunk,
+            )
+            docs.extend(IndexDoc(*tuple(r)) for r in rows)
+        return docs
+
+    async def stale_count(self, analyzer: int) -> int:
+        """Stored documents analysed by another analyzer version."""
+        return int(await self.conn.fetchval("SELECT count(*) FROM search_docs WHERE analyzer <> ?", (analyzer,)))
+
+    async def counts_by_kind(self) -> dict[str, int]:
+        rows = await self.conn.fetchall("SELECT kind, count(*) FROM search_docs GROUP BY kind")
+        return {r[0]: r[1] for r in rows}
+
+    async def term_count(self) -> int:
+        return int(await self.conn.fetchval("SELECT count(*) FROM search_terms"))

@@ -1,0 +1,110 @@
+"""SQL for sessions."""
+
+from __future__ import annotations
+
+from mcp_memory.errors import NotFoundError
+from mcp_memory.models.records import Session
+from mcp_memory.repositories.base import Repository, row_dict
+
+_COLUMNS = (
+    "id, project, agent_id, title, started_at, last_activity_at, ended_at, summary, summary_source, "
+    "summarized_at, folded_digest, observation_count, folded_count, created_at, updated_at"
+)
+
+
+class SessionRepository(Repository):
+    """Sessions of every project; callers always pass the project they act for."""
+
+    async def get_or_none(self, session_id: str, project: str) -> Session | None:
+        row = await self.conn.fetchone(
+            f"SELECT {_COLUMNS} FROM sessions WHERE id = ? AND project = ?", (session_id, project)
+        )
+        return None if row is None else Session(**row_dict(row))
+
+    async def get(self, session_id: str, project: str) -> Session:
+        found = await self.get_or_none(session_id, project)
+        if found is None:
+            raise NotFoundError("session", session_id, "call memory_sessions to list sessions")
+        return found
+
+    async def exists_anywhere(self, session_id: str) -> bool:
+        """Whether any project holds this id (session ids are caller-chosen and global)."""
+        return bool(await self.conn.fetchval("SELECT 1 FROM sessions WHERE id = ?", (session_id,)))
+
+    async def add(self, session: Session) -> None:
+        await self.conn.execute(
+            f"INSERT INTO sessions ({_COLUMNS}) VALUES ({', '.join('?' * 15)})",
+            (
+                session.id,
+                session.project,
+                session.agent_id,
+                session.title,
+                session.started_at,
+                session.last_activity_at,
+                session.ended_at,
+                session.summary,
+                session.summary_source,
+                session.summarized_at,
+                session.folded_digest,
+                session.observation_count,
+                session.folded_count,
+                session.created_at,
+                session.updated_at,
+            ),
+        )
+
+    async def latest_open(self, project: str, agent_id: str | None) -> Session | None:
+        """The most recently active session of this agent that has not ended."""
+        row = await self.conn.fetchone(
+            f"SELECT {_COLUMNS} FROM sessions WHERE project = ? AND agent_id IS ? AND ended_at IS NULL "
+            "ORDER BY last_activity_at DESC LIMIT 1",
+            (project, agent_id),
+        )
+        return None if row is None else Session(**row_dict(row))
+
+    async def record_observation(self, session_id: str, at: str, title: str | None) -> None:
+        """Count one more observation and move the activity time; set the title if it has none."""
+        await self.conn.execute(
+            "UPDATE sessions SET observation_count = observation_count + 1, last_activity_at = ?, "
+            "updated_at = ?, title = coalesce(title, ?) WHERE id = ?",
+            (at, at, title, session_id),
+        )
+
+    async def end(self, session_id: str, at: str) -> None:
+        await self.conn.execute(
+            "UPDATE sessions SET ended_at = ?, updated_at = ? WHERE id = ? AND ended_at IS NULL",
+            (at, at, session_id),
+        )
+
+    async def add_folded(self, session_id: str, digest: str, count: int, at: str) -> None:
+        """Record that `count` observations were folded into the session's digest."""
+        await self.conn.execute(
+            "UPDATE sessions SET folded_digest = ?, folded_count = folded_count + ?, updated_at = ? WHERE id = ?",
+            (digest, count, at, session_id),
+        )
+
+    async def page(self, project: str, status: str, limit: int, offset: int) -> tuple[list[Session], int]:
+        """Sessions newest first, filtered by status (active, ended, all), and the total."""
+        where = "project = ?"
+        if status == "active":
+            where += " AND ended_at IS NULL"
+        elif status == "ended":
+            where += " AND ended_at IS NOT NULL"
+        rows = await self.conn.fetchall(
+            f"SELECT {_COLUMNS} FROM sessions WHERE {where} ORDER BY last_activity_at DESC, id DESC LIMIT ? OFFSET ?",
+            (project, limit, offset),
+        )
+        total = await self.conn.fetchval(f"SELECT count(*) FROM sessions WHERE {where}", (project,))
+        return [Session(**row_dict(r)) for r in rows], int(total)
+
+    async def all_in_project(self, project: str) -> list[Session]:
+        rows = await self.conn.fetchall(f"SELECT {_COLUMNS} FROM sessions WHERE project = ? ORDER BY id", (project,))
+        return [Session(**row_dict(r)) for r in rows]
+
+    async def delete(self, session_id: str) -> None:
+        await self.conn.execute("DELETE FROM sessions WHERE id = ?", (session_id,))
+
+    async def count(self, project: str | None = None) -> int:
+        if project is None:
+            return int(await self.conn.fetchval("SELECT count(*) FROM sessions"))
+        return int(await self.conn.fetchval("SELECT count(*) FROM sessions WHERE project = ?", (project,)))

@@ -1,0 +1,390 @@
+"""Okapi BM25 exactly as rank-bm25 scores it, over posting lists that update in place.
+
+rank-bm25 rebuilds its whole model on every change and scans every document per query. Here each
+partition (one project) keeps, per term, the documents that contain it; adding a document touches
+only its own terms, removing one only marks it dead, and a query reads only the postings of its
+own terms. The statistics rank-bm25 derives (N, average length, document frequencies and the mean
+idf behind its epsilon floor) are maintained incrementally, so the scores are the same numbers.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+
+TERM_DTYPE = np.dtype([("t", "<i4"), ("f", "<u2")])
+"""Stored form of a document's terms: (term id, count) pairs, 6 bytes each."""
+
+MAX_TF = 65_535
+
+FloatArray = npt.NDArray[np.float64]
+IntArray = npt.NDArray[np.int32]
+
+
+@dataclass(frozen=True, slots=True)
+class BM25Params:
+    """rank-bm25's BM25Okapi parameters."""
+
+    k1: float = 1.5
+    b: float = 0.75
+    epsilon: float = 0.25
+
+
+@dataclass(frozen=True, slots=True)
+class DocAttrs:
+    """What filters look at: small integer codes chosen by the caller, and a time in epoch seconds."""
+
+    kind: int
+    subtype: int
+    session: int
+    at: float
+
+
+@dataclass(frozen=True, slots=True)
+class Filter:
+    """Restrictions applied to candidates before ranking (None means no restriction)."""
+
+    kinds: frozenset[int] | None = None
+    subtypes: frozenset[int] | None = None
+    session: int | None = None
+    since: float | None = None
+    until: float | None = None
+
+
+def encode_terms(counts: Iterable[tuple[int, int]]) -> bytes:
+    """Pack (term id, count) pairs into the stored blob form."""
+    pairs = sorted(counts)
+    arr = np.empty(len(pairs), dtype=TERM_DTYPE)
+    if pairs:
+        arr["t"] = [t for t, _ in pairs]
+        arr["f"] = [min(f, MAX_TF) for _, f in pairs]
+    return arr.tobytes()
+
+
+def decode_terms(blob: bytes) -> npt.NDArray[np.void]:
+    """Unpack a stored blob into a structured array with fields `t` and `f`."""
+    return np.frombuffer(blob, dtype=TERM_DTYPE)
+
+
+class _Postings:
+    """Documents containing one term: settled arrays plus a short list of recent additions."""
+
+    __slots__ = ("docs", "pending_docs", "pending_tfs", "tfs")
+
+    def __init__(self, docs: IntArray, tfs: npt.NDArray[np.uint16]) -> None:
+        self.docs = docs
+        self.tfs = tfs
+        self.pending_docs: list[int] = []
+        self.pending_tfs: list[int] = []
+
+    def settle(self) -> None:
+        if self.pending_docs:
+            self.docs = np.concatenate([self.docs, np.asarray(self.pending_docs, dtype=np.int32)])
+            self.tfs = np.concatenate([self.tfs, np.asarray(self.pending_tfs, dtype=np.uint16)])
+            self.pending_docs.clear()
+            self.pending_tfs.clear()
+
+
+_EMPTY_DOCS: IntArray = np.empty(0, dtype=np.int32)
+_EMPTY_TFS: npt.NDArray[np.uint16] = np.empty(0, dtype=np.uint16)
+
+
+class Partition:
+    """One project's BM25 model: its own N, lengths and document frequencies."""
+
+    def __init__(self, params: BM25Params) -> None:
+        self.params = params
+        self._reset()
+
+    def _reset(self) -> None:
+        self.keys: list[str | None] = []
+        self.local: dict[str, int] = {}
+        self.blobs: list[bytes | None] = []
+        self._dl = np.zeros(16, dtype=np.float64)
+        self._alive = np.zeros(16, dtype=bool)
+        self._kind = np.zeros(16, dtype=np.int32)
+        self._subtype = np.zeros(16, dtype=np.int32)
+        self._session = np.zeros(16, dtype=np.int32)
+        self._at = np.zeros(16, dtype=np.float64)
+        self.n_docs = 0
+        self.total_len = 0
+        self.df: dict[int, int] = {}
+        self._df_hist: dict[int, int] = {}
+        self._postings: dict[int, _Postings] = {}
+        self._version = 0
+        self._avg_idf_at = -1
+        self._avg_idf = 0.0
+
+    # -- writes -----------------------------------------------------------------------------------
+
+    def add(self, key: str, blob: bytes, length: int, attrs: DocAttrs) -> None:
+        """Add (or replace) a document; touches only the postings of its own terms."""
+        if key in self.local:
+            self.remove(key)
+        i = self._allocate()
+        self.keys.append(key)
+        self.blobs.append(blob)
+        self.local[key] = i
+        self._set_attrs(i, length, attrs)
+        terms = decode_terms(blob)
+        for t, f in zip(terms["t"].tolist(), terms["f"].tolist(), strict=True):
+            postings = self._postings.get(t)
+            if postings is None:
+                postings = self._postings[t] = _Postings(_EMPTY_DOCS, _EMPTY_TFS)
+            postings.pending_docs.append(i)
+            postings.pending_tfs.append(f)
+            self._bump_df(t, +1)
+        self.n_docs += 1
+        self.total_len += length
+        self._version += 1
+
+    def remove(self, key: str) -> bool:
+        """Remove a document if present; its postings are skipped until the next compaction."""
+        i = self.local.pop(key, None)
+        if i is None:
+            return False
+        blob = self.blobs[i]
+        assert blob is not None
+        for t in decode_terms(blob)["t"].tolist():
+            if self._bump_df(t, -1) == 0:
+                del self._postings[t]
+        self._alive[i] = False
+        self.keys[i] = None
+        self.blobs[i] = None
+        self.n_docs -= 1
+        self.total_len -= int(self._dl[i])
+        self._version += 1
+        dead = len(self.keys) - self.n_docs
+        if dead > 1024 and dead > self.n_docs // 2:
+            self.compact()
+        return True
+
+    def bulk_load(self, docs: Sequence[tuple[str, bytes, int, DocAttrs]]) -> None:
+        """Replace the whole partition from stored documents, building postings vectorised."""
+        self._reset()
+        count = len(docs)
+        self._grow(count)
+        keys = [d[0] for d in docs]
+        blobs = [d[1] for d in docs]
+        self.keys, self.blobs = list(keys), list(blobs)
+        self.local = {key: i for i, key in enumerate(keys)}
+        for i, (_, _, length, attrs) in enumerate(docs):
+            self._set_attrs(i, length, attrs)
+        self.n_docs = count
+        self.total_len = int(self._dl[:count].sum())
+        sizes = np.fromiter((len(b) // TERM_DTYPE.itemsize for b in blobs), dtype=np.int64, count=count)
+        pairs = decode_terms(b"".join(blobs))
+        owners = np.repeat(np.arange(count, dtype=np.int32), sizes)
+        order = np.argsort(pairs["t"])
+        terms, docs_sorted, tfs_sorted = pairs["t"][order], owners[order], pairs["f"][order]
+        unique, starts, freq = np.unique(terms, return_index=True, return_counts=True)
+        ends = starts + freq
+        self._postings = {
+            t: _Postings(docs_sorted[s:e], tfs_sorted[s:e])
+            for t, s, e in zip(unique.tolist(), starts.tolist(), ends.tolist(), strict=True)
+        }
+        self.df = dict(zip(unique.tolist(), freq.tolist(), strict=True))
+        values, counts = np.unique(freq, return_counts=True)
+        self._df_hist = dict(zip(values.tolist(), counts.tolist(), strict=True))
+        self._version += 1
+
+    def compact(self) -> None:
+        """Drop dead documents and renumber, so memory follows the live corpus."""
+        live = [
+            (key, blob, int(self._dl[i]), self._attrs(i))
+            for i, (key, blob) in enumerate(zip(self.keys, self.blobs, strict=True))
+            if key is not None and blob is not None
+        ]
+        self.bulk_load(live)
+
+    # -- reads ------------------------------------------------------------------------------------
+
+    def idf(self, term: int) -> float:
+        """rank-bm25's idf: log((N - n + 0.5) / (n + 0.5)), negatives floored at epsilon × mean idf."""
+        n = self.df.get(term, 0)
+        if n == 0:
+            return 0.0
+        value = math.log(self.n_docs - n + 0.5) - math.log(n + 0.5)
+        if value < 0:
+            value = self.params.epsilon * self._average_idf()
+        return value
+
+    def _accumulate(self, query: Sequence[int]) -> tuple[FloatArray, npt.NDArray[np.int16]]:
+        """Dense Okapi scores and matched-term counts over every local id (dead ones included)."""
+        k1, b = self.params.k1, self.params.b
+        avgdl = self.total_len / self.n_docs
+        acc = np.zeros(len(self.keys), dtype=np.float64)
+        matched = np.zeros(len(self.keys), dtype=np.int16)
+        # rank-bm25 adds a repeated query word once per repeat; same sum, one pass per distinct term
+        for term, repeats in Counter(query).items():
+            postings = self._postings.get(term)
+            if postings is None:
+                continue
+            postings.settle()
+            docs = postings.docs
+            matched[docs] += 1
+            idf = self.idf(term)
+            if idf:
+                tf = postings.tfs.astype(np.float64)
+                part = idf * (tf * (k1 + 1) / (tf + k1 * (1 - b + b * self._dl[docs] / avgdl)))
+                acc[docs] += part if repeats == 1 else part * repeats
+        return acc, matched
+
+    def scores(self, query: Sequence[int]) -> tuple[IntArray, FloatArray]:
+        """Local ids and Okapi BM25 scores of every live document scoring above zero (unsorted)."""
+        if self.n_docs == 0:
+            return _EMPTY_DOCS, np.empty(0, dtype=np.float64)
+        acc, _ = self._accumulate(query)
+        candidates = np.flatnonzero(acc > 0).astype(np.int32)
+        candidates = candidates[self._alive[candidates]]
+        return candidates, acc[candidates]
+
+    def search(self, query: Sequence[int], flt: Filter, limit: int) -> list[tuple[str, float, float]]:
+        """Top `limit` (key, score, at) among live documents passing the filter, best first.
+
+        Documents with a positive Okapi score come first, by score. Documents that contain query
+        terms but score <= 0 (in tiny corpora every idf can be negative) follow with score 0.0,
+        ordered by how many query terms they contain. Ties go to the newer document, then the key.
+        """
+        if self.n_docs == 0:
+            return []
+        acc, matched = self._accumulate(query)
+        docs = np.flatnonzero(matched > 0).astype(np.int32)
+        docs = docs[self._alive[docs]]
+        docs = docs[self._mask(docs, flt)]
+        if len(docs) == 0:
+            return []
+        raw = acc[docs]
+        # One sortable key: positive scores above every fallback (scores never approach 1e6).
+        key = np.where(raw > 0, 1e6 + raw, matched[docs] + 1.0 / (2.0 - np.minimum(raw, 0.0)))
+        if len(docs) > limit:
+            # argpartition first so a huge candidate set costs O(n), then sort the survivors exactly
+            threshold = key[np.argpartition(-key, limit - 1)[:limit]].min()
+            tied = key >= threshold
+            docs, raw, key = docs[tied], raw[tied], key[tied]
+        keys = [self.keys[i] or "" for i in docs.tolist()]
+        order = sorted(
+            zip(key.tolist(), self._at[docs].tolist(), keys, raw.tolist(), strict=True),
+            key=lambda r: (-r[0], -r[1], r[2]),
+        )
+        return [(k, score if score > 0 else 0.0, at) for _, at, k, score in order[:limit]]
+
+    def filtered_keys(self, flt: Filter) -> list[str]:
+        """Keys of every live document passing the filter (no ranking), newest first."""
+        docs = np.flatnonzero(self._alive[: len(self.keys)]).astype(np.int32)
+        docs = docs[self._mask(docs, flt)]
+        order = np.argsort(-self._at[docs], kind="stable")
+        return [self.keys[i] or "" for i in docs[order].tolist()]
+
+    def keep(self, keys: Sequence[str], flt: Filter) -> list[str]:
+        """The subset of `keys` that are live and pass the filter."""
+        docs = np.asarray([i for k in keys if (i := self.local.get(k)) is not None], dtype=np.int32)
+        if len(docs) == 0:
+            return []
+        return [self.keys[i] or "" for i in docs[self._mask(docs, flt)].tolist()]
+
+    def kind_counts(self) -> dict[int, int]:
+        """Live documents per kind code."""
+        live = self._kind[: len(self.keys)][self._alive[: len(self.keys)]]
+        codes, counts = np.unique(live, return_counts=True)
+        return dict(zip(codes.tolist(), counts.tolist(), strict=True))
+
+    def terms_of(self, key: str) -> npt.NDArray[np.int32] | None:
+        """Term ids of a live document, or None."""
+        i = self.local.get(key)
+        blob = None if i is None else self.blobs[i]
+        return None if blob is None else decode_terms(blob)["t"]
+
+    def postings_of(self, term: int) -> list[str]:
+        """Keys of the live documents containing `term`."""
+        postings = self._postings.get(term)
+        if postings is None:
+            return []
+        postings.settle()
+        docs = postings.docs[self._alive[postings.docs]]
+        return [self.keys[i] or "" for i in docs.tolist()]
+
+    def attrs_of(self, key: str) -> DocAttrs | None:
+        """The filter attributes of a live document, or None."""
+        i = self.local.get(key)
+        return None if i is None else self._attrs(i)
+
+    @property
+    def posting_count(self) -> int:
+        """Stored postings including dead ones (a memory figure for diagnostics)."""
+        return sum(len(p.docs) + len(p.pending_docs) for p in self._postings.values())
+
+    # -- internals --------------------------------------------------------------------------------
+
+    def _mask(self, docs: IntArray, flt: Filter) -> npt.NDArray[np.bool_]:
+        keep = np.ones(len(docs), dtype=bool)
+        if flt.kinds is not None:
+            keep &= np.isin(self._kind[docs], list(flt.kinds))
+        if flt.subtypes is not None:
+            keep &= np.isin(self._subtype[docs], list(flt.subtypes))
+        if flt.session is not None:
+            keep &= self._session[docs] == flt.session
+        if flt.since is not None:
+            keep &= self._at[docs] >= flt.since
+        if flt.until is not None:
+            keep &= self._at[docs] <= flt.until
+        return keep
+
+    def _average_idf(self) -> float:
+        # Every term's idf moves whenever N does; summing over the histogram of document
+        # frequencies (far fewer distinct values than terms) keeps this cheap.
+        if self._avg_idf_at != self._version:
+            n_terms = sum(self._df_hist.values())
+            total = sum(
+                count * (math.log(self.n_docs - df + 0.5) - math.log(df + 0.5)) for df, count in self._df_hist.items()
+            )
+            self._avg_idf = total / n_terms if n_terms else 0.0
+            self._avg_idf_at = self._version
+        return self._avg_idf
+
+    def _bump_df(self, term: int, delta: int) -> int:
+        old = self.df.get(term, 0)
+        new = old + delta
+        if old:
+            left = self._df_hist[old] - 1
+            if left:
+                self._df_hist[old] = left
+            else:
+                del self._df_hist[old]
+        if new:
+            self.df[term] = new
+            self._df_hist[new] = self._df_hist.get(new, 0) + 1
+        else:
+            self.df.pop(term, None)
+        return new
+
+    def _allocate(self) -> int:
+        i = len(self.keys)
+        if i >= len(self._dl):
+            self._grow(max(16, 2 * i))
+        return i
+
+    def _grow(self, capacity: int) -> None:
+        if capacity <= len(self._dl):
+            return
+        for name in ("_dl", "_alive", "_kind", "_subtype", "_session", "_at"):
+            old = getattr(self, name)
+            new = np.zeros(capacity, dtype=old.dtype)
+            new[: len(old)] = old
+            setattr(self, name, new)
+
+    def _set_attrs(self, i: int, length: int, attrs: DocAttrs) -> None:
+        self._dl[i] = length
+        self._alive[i] = True
+        self._kind[i] = attrs.kind
+        self._subtype[i] = attrs.subtype
+        self._session[i] = attrs.session
+        self._at[i] = attrs.at
+
+    def _attrs(self, i: int) -> DocAttrs:
+        return DocAttrs(int(self._kind[i]), int(self._subtype[i]), int(self._session[i]), float(self._at[i]))

@@ -1,0 +1,241 @@
+"""The in-memory search index over every searchable record, one BM25 partition per project.
+
+It never reads the database itself: the services feed it at start-up (from stored terms) and after
+each committed write. Per-project partitions keep each project's statistics its own, so one
+project's writes never change another's ranking, and project filtering costs nothing.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+
+from mcp_memory.search.analyzer import Analyzer
+from mcp_memory.search.bm25 import BM25Params, DocAttrs, Filter, Partition, encode_terms
+
+
+@dataclass(frozen=True, slots=True)
+class IndexDoc:
+    """A record as the index stores it: ids, filter attributes and packed term counts."""
+
+    doc_id: str
+    kind: str
+    subtype: str | None
+    project: str
+    session_id: str | None
+    at: float
+    length: int
+    terms: bytes
+
+
+@dataclass(frozen=True, slots=True)
+class SearchFilter:
+    """Caller-level filters, by name; applied before ranking."""
+
+    kinds: frozenset[str] | None = None
+    subtypes: frozenset[str] | None = None
+    session_id: str | None = None
+    since: float | None = None
+    until: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Hit:
+    """One ranked result: which record, its kind and its BM25 score."""
+
+    doc_id: str
+    kind: str
+    score: float
+    at: float
+
+
+class _Codes:
+    """Interns strings (kinds, subtypes, session ids) as small integers for numpy filters."""
+
+    def __init__(self) -> None:
+        self._codes: dict[str | None, int] = {None: 0}
+        self._names: list[str | None] = [None]
+
+    def code(self, name: str | None) -> int:
+        found = self._codes.get(name)
+        if found is None:
+            found = self._codes[name] = len(self._names)
+            self._names.append(name)
+        return found
+
+    def lookup(self, name: str | None) -> int | None:
+        return self._codes.get(name)
+
+    def name(self, code: int) -> str | None:
+        return self._names[code]
+
+
+class SearchIndex:
+    """BM25 partitions by project, the term vocabulary, and the analyzer used for queries."""
+
+    def __init__(self, analyzer: Analyzer, params: BM25Params) -> None:
+        self.analyzer = analyzer
+        self.params = params
+        self.vocab: dict[str, int] = {}
+        self._partitions: dict[str, Partition] = {}
+        self._where: dict[str, str] = {}
+        self._kinds = _Codes()
+        self._subtypes = _Codes()
+        self._sessions = _Codes()
+
+    # -- vocabulary -------------------------------------------------------------------------------
+
+    def learn_terms(self, terms: Mapping[str, int]) -> None:
+        """Add committed (term -> id) pairs to the vocabulary cache."""
+        self.vocab.update(terms)
+
+    def pack(self, counts: Mapping[str, int], ids: Mapping[str, int]) -> bytes:
+        """Packed (term id, count) blob for a document whose terms all have ids in `ids`."""
+        return encode_terms((ids[term], count) for term, count in counts.items())
+
+    def query_terms(self, text: str) -> list[int]:
+        """Known term ids of a query, repeats kept (as rank-bm25 scores repeated query words)."""
+        return [tid for term in self.analyzer.terms(text) if (tid := self.vocab.get(term)) is not None]
+
+    # -- documents --------------------------------------------------------------------------------
+
+    def load(self, docs: Iterable[IndexDoc]) -> None:
+        """Replace everything with `docs` (the start-up rebuild)."""
+        by_project: dict[str, list[tuple[str, bytes, int, DocAttrs]]] = {}
+        self._partitions.clear()
+        self._where.clear()
+        for doc in docs:
+            by_project.setdefault(doc.project, []).append((doc.doc_id, doc.terms, doc.length, self._attrs(doc)))
+            self._where[doc.doc_id] = doc.project
+        for project, rows in by_project.items():
+            self._partition(project).bulk_load(rows)
+
+    def upsert(self, doc: IndexDoc) -> None:
+        """Add or replace one document."""
+        previous = self._where.get(doc.doc_id)
+        if previous is not None and previous != doc.project:
+            self._partitions[previous].remove(doc.doc_id)
+        self._partition(doc.project).add(doc.doc_id, doc.terms, doc.length, self._attrs(doc))
+        self._where[doc.doc_id] = doc.project
+
+    def remove(self, doc_id: str) -> bool:
+        """Remove a document if it is indexed."""
+        project = self._where.pop(doc_id, None)
+        return project is not None and self._partitions[project].remove(doc_id)
+
+    def __contains__(self, doc_id: object) -> bool:
+        return doc_id in self._where
+
+    # -- queries ----------------------------------------------------------------------------------
+
+    def search(self, project: str, query: str | Sequence[int], flt: SearchFilter, limit: int) -> list[Hit]:
+        """The best `limit` documents of `project` for `query` that pass `flt`, best first."""
+        partition = self._partitions.get(project)
+        if partition is None or limit <= 0:
+            return []
+        terms = self.query_terms(query) if isinstance(query, str) else list(query)
+        if not terms:
+            return []
+        low = self._low_filter(flt)
+        if low is None:
+            return []
+        return [
+            Hit(key, self._kind_of(partition, key), score, at) for key, score, at in partition.search(terms, low, limit)
+        ]
+
+    def browse(self, project: str, flt: SearchFilter) -> list[str]:
+        """Every indexed id of `project` passing `flt`, newest first (no query)."""
+        partition = self._partitions.get(project)
+        low = self._low_filter(flt)
+        return [] if partition is None or low is None else partition.filtered_keys(low)
+
+    def terms_of(self, doc_id: str) -> frozenset[int]:
+        """The set of term ids of an indexed document (empty if not indexed)."""
+        project = self._where.get(doc_id)
+        terms = None if project is None else self._partitions[project].terms_of(doc_id)
+        return frozenset() if terms is None else frozenset(terms.tolist())
+
+    def similar_candidates(self, project: str, terms: frozenset[int], min_share: float, flt: SearchFilter) -> set[str]:
+        """Documents that could reach Jaccard > `min_share` with `terms` (prefix filtering).
+
+        A document above the threshold must contain more than `min_share` of the terms, so it
+        must contain at least one of the rarest `len(terms) - floor(min_share * len(terms))`.
+        """
+        partition = self._partitions.get(project)
+        low = self._low_filter(flt)
+        if partition is None or low is None or not terms:
+            return set()
+        ordered = sorted(terms, key=lambda t: (partition.df.get(t, 0), t))
+        prefix = ordered[: len(ordered) - int(min_share * len(ordered))]
+        found: set[str] = set()
+        for term in prefix:
+            found.update(partition.postings_of(term))
+        return set(partition.keep(sorted(found), low))
+
+    # -- statistics -------------------------------------------------------------------------------
+
+    def doc_count(self, project: str | None = None) -> int:
+        """Indexed documents, in one project or all."""
+        if project is not None:
+            part = self._partitions.get(project)
+            return 0 if part is None else part.n_docs
+        return sum(p.n_docs for p in self._partitions.values())
+
+    def counts_by_kind(self) -> dict[str, int]:
+        """Indexed documents per kind, across projects."""
+        counts: Counter[str] = Counter()
+        for partition in self._partitions.values():
+            for code, count in partition.kind_counts().items():
+                counts[self._kinds.name(code) or "?"] += count
+        return dict(counts)
+
+    def posting_count(self) -> int:
+        """Postings held in memory (including dead ones awaiting compaction)."""
+        return sum(p.posting_count for p in self._partitions.values())
+
+    def projects(self) -> list[str]:
+        """Projects with at least one indexed document."""
+        return sorted(p for p, part in self._partitions.items() if part.n_docs)
+
+    def partition(self, project: str) -> Partition | None:
+        """The raw partition of a project (tests compare it with rank-bm25)."""
+        return self._partitions.get(project)
+
+    # -- internals --------------------------------------------------------------------------------
+
+    def _partition(self, project: str) -> Partition:
+        part = self._partitions.get(project)
+        if part is None:
+            part = self._partitions[project] = Partition(self.params)
+        return part
+
+    def _attrs(self, doc: IndexDoc) -> DocAttrs:
+        return DocAttrs(
+            self._kinds.code(doc.kind),
+            self._subtypes.code(doc.subtype),
+            self._sessions.code(doc.session_id),
+            doc.at,
+        )
+
+    def _kind_of(self, partition: Partition, key: str) -> str:
+        attrs = partition.attrs_of(key)
+        return "" if attrs is None else self._kinds.name(attrs.kind) or ""
+
+    def _low_filter(self, flt: SearchFilter) -> Filter | None:
+        """Translate names to codes; None when a named value has never been indexed (no match)."""
+        kinds = subtypes = None
+        if flt.kinds is not None:
+            kinds = frozenset(c for k in flt.kinds if (c := self._kinds.lookup(k)) is not None)
+            if not kinds:
+                return None
+        if flt.subtypes is not None:
+            subtypes = frozenset(c for k in flt.subtypes if (c := self._subtypes.lookup(k)) is not None)
+            if not subtypes:
+                return None
+        session = None
+        if flt.session_id is not None:
+            session = self._sessions.lookup(flt.session_id)
+            if session is None:
+                return None
+        return Filter(kinds, subtypes, session, flt.since, flt.until)

@@ -1,0 +1,1 @@
+"""The rules of mcp-memory, one module per concern; tools call these and nothing below them."""

@@ -1,0 +1,122 @@
+"""What every service shares: its dependencies, the clock, privacy scrubbing and input rules."""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from collections.abc import Iterable
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from mcp_memory.clock import Clock, epoch, parse_moment, to_iso
+from mcp_memory.config import Settings
+from mcp_memory.db import Database
+from mcp_memory.errors import InvalidInputError
+from mcp_memory.privacy import PrivacyFilter
+from mcp_memory.search.index import SearchIndex
+from mcp_memory.services.indexing import Indexer
+
+GLOBAL_PROJECT = "*"
+"""The project name of the global scope (lessons and slots shared by every project)."""
+
+_PROJECT = re.compile(r"^[^\x00-\x1f*/\\]{1,128}$")
+_SESSION_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:@-]{0,127}$")
+
+
+@dataclass(frozen=True, slots=True)
+class Deps:
+    """Everything a service may use, built once by the server's lifespan."""
+
+    settings: Settings
+    db: Database
+    index: SearchIndex
+    indexer: Indexer
+    privacy: PrivacyFilter
+    clock: Clock
+
+
+class Service:
+    """Base of the services: access to dependencies and the current time."""
+
+    def __init__(self, deps: Deps) -> None:
+        self.deps = deps
+        self.db = deps.db
+        self.settings = deps.settings
+
+    def now(self) -> datetime:
+        return self.deps.clock()
+
+    def now_iso(self) -> str:
+        return to_iso(self.deps.clock())
+
+    def scrubber(self) -> Scrubber:
+        """A scrubber that accumulates redaction counts for one call."""
+        return Scrubber(self.deps.privacy)
+
+
+class Scrubber:
+    """Applies the privacy filter to every text of one call and keeps the counts."""
+
+    def __init__(self, privacy: PrivacyFilter) -> None:
+        self._privacy = privacy
+        self.counts: Counter[str] = Counter()
+
+    def text(self, value: str) -> str:
+        result = self._privacy.clean(value)
+        self.counts.update(result.counts)
+        return result.text
+
+    def optional(self, value: str | None) -> str | None:
+        return None if value is None else self.text(value)
+
+    def many(self, values: Iterable[str] | None) -> list[str] | None:
+        return None if values is None else [self.text(v) for v in values]
+
+    def summary(self) -> dict[str, int]:
+        return dict(self.counts)
+
+
+def check_project(project: str) -> str:
+    """A project name as given, or an error naming the field."""
+    name = project.strip()
+    if not _PROJECT.match(name):
+        raise InvalidInputError("project", "must be 1-128 characters without control characters, '*', '/' or '\\'")
+    return name
+
+
+def check_session_id(session_id: str) -> str:
+    """A caller-chosen session id, or an error naming the field."""
+    if not _SESSION_ID.match(session_id):
+        raise InvalidInputError(
+            "session_id",
+            "must be 1-128 characters of letters, digits and . _ : @ -, starting with a letter or digit",
+        )
+    return session_id
+
+
+def moment(field: str, value: str | None) -> str | None:
+    """Caller-given time (ISO-8601 or a date) as stored text, or an error naming the field."""
+    if value is None:
+        return None
+    try:
+        return to_iso(parse_moment(value))
+    except ValueError:
+        raise InvalidInputError(field, "must be an ISO-8601 date or date-time, e.g. 2024-05-01T14:30:00Z") from None
+
+
+def time_window(since: str | None, until: str | None) -> tuple[str | None, str | None]:
+    """A validated (since, until) pair of stored times."""
+    start, end = moment("since", since), moment("until", until)
+    if start and end and start > end:
+        raise InvalidInputError("since", "must not be later than until")
+    return start, end
+
+
+def idle_cutoff(now: datetime, minutes: int) -> str:
+    """Stored time before which an open session counts as idle."""
+    return to_iso(now - timedelta(minutes=minutes))
+
+
+def epoch_or_none(stored: str | None) -> float | None:
+    """A stored time as epoch seconds (what the index filters on), passing None through."""
+    return None if stored is None else epoch(stored)

@@ -1,0 +1,152 @@
+"""Extractive compression of observations: title, key facts, concepts and files, without an LLM.
+
+What the agent gives wins; what it leaves out is extracted from the content with cheap, predictable
+rules, so lists and search hits can show a few lines instead of a whole tool output.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from mcp_memory.search.stopwords import STOP_WORDS
+
+TITLE_CHARS = 120
+FACT_CHARS = 240
+MAX_FACTS = 5
+MAX_CONCEPTS = 8
+MAX_FILES = 12
+
+TYPE_IMPORTANCE: dict[str, float] = {
+    "decision": 0.8,
+    "error": 0.75,
+    "fix": 0.75,
+    "preference": 0.7,
+    "file_change": 0.6,
+    "discovery": 0.6,
+    "note": 0.5,
+    "conversation": 0.45,
+    "tool_use": 0.3,
+}
+"""Default importance by observation type; low-value types fold away first when a session is full."""
+
+_SENTENCE = re.compile(r"(?<=[.!?])\s+(?=[A-Z0-9\"'(\[])|\n+")
+_SIGNAL = re.compile(
+    r"\b(because|caus\w*|error|exception|fail\w*|fix\w*|decid\w*|decision|must|should|never|always|"
+    r"prefer\w*|instead|resolv\w*|works?|broke\w*|bug|todo|important|root cause|avoid|require\w*)\b",
+    re.IGNORECASE,
+)
+_IDENTIFIER = re.compile(r"\b(?:[a-z]+[A-Z]\w*|[A-Za-z]+_\w+|[A-Za-z_]\w*(?:\.[A-Za-z_]\w*){1,})\b")
+_PATH = re.compile(
+    r"(?<![\w@])(?:~?/|\.{1,2}/)?(?:[\w.-]+/)*[\w-]+\.(?:py|pyi|js|mjs|ts|tsx|jsx|md|rst|json|toml|ya?ml|"
+    r"rs|go|java|kt|c|h|cc|cpp|hpp|rb|php|sh|sql|html|css|scss|txt|cfg|ini|lock|env|xml|csv|ipynb)\b"
+    r"|(?<![\w@])(?:~|\.{1,2})?/(?:[\w.-]+/)+[\w.-]+"
+)
+_HASHTAG = re.compile(r"(?<!\w)#([A-Za-z][\w-]{1,40})")
+_NAME = re.compile(r"(?<=[a-z,;:] )([A-Z][a-z]+(?: [A-Z][a-z]+){0,2})")
+_WORD = re.compile(r"[^\W\d_]{4,}")
+
+
+@dataclass(frozen=True, slots=True)
+class Compressed:
+    """The compressed form of an observation."""
+
+    title: str
+    facts: list[str]
+    concepts: list[str]
+    files: list[str]
+
+
+def shorten(text: str, limit: int) -> str:
+    """`text` on one line, cut at a word boundary to at most `limit` characters (with an ellipsis)."""
+    flat = " ".join(text.split())
+    if len(flat) <= limit:
+        return flat
+    cut = flat[: limit - 1]
+    space = cut.rfind(" ")
+    return (cut[:space] if space > limit // 2 else cut).rstrip(" ,;:") + "…"
+
+
+def sentences(text: str) -> list[str]:
+    """Sentences and lines of `text`, stripped of list markers, empty ones dropped."""
+    parts = (p.strip().lstrip("-*•>#").strip() for p in _SENTENCE.split(text))
+    return [p for p in parts if p]
+
+
+def _dedupe(values: Sequence[str], limit: int) -> list[str]:
+    seen: set[str] = set()
+    out: list[str] = []
+    for value in values:
+        key = value.casefold()
+        if value and key not in seen:
+            seen.add(key)
+            out.append(value)
+    return out[:limit]
+
+
+def extract_files(text: str) -> list[str]:
+    """File paths mentioned in `text`, in order of appearance."""
+    return _dedupe([m.group().rstrip(".,;:") for m in _PATH.finditer(text)], MAX_FILES)
+
+
+def extract_concepts(text: str, exclude: Sequence[str] = ()) -> list[str]:
+    """Identifiers, hashtags, proper names and repeated content words of `text`, lower-cased."""
+    skip = {e.casefold() for e in exclude}
+    found: list[str] = [m.group(1) for m in _HASHTAG.finditer(text)]
+    found += [m.group() for m in _IDENTIFIER.finditer(text) if "/" not in m.group()]
+    found += [m.group(1) for m in _NAME.finditer(text)]
+    words = Counter(w.casefold() for w in _WORD.findall(text) if w.casefold() not in STOP_WORDS)
+    found += [w for w, n in words.most_common() if n >= 2]
+    concepts = [c.casefold() for c in found if c.casefold() not in skip and not any(c.casefold() in e for e in skip)]
+    return _dedupe(concepts, MAX_CONCEPTS)
+
+
+def extract_facts(parts: Sequence[str]) -> list[str]:
+    """Up to five informative sentences (numbers, identifiers, decisions, errors), in text order."""
+    scored: list[tuple[int, int, str]] = []
+    for position, sentence in enumerate(parts):
+        score = 0
+        score += 2 if any(ch.isdigit() for ch in sentence) else 0
+        score += 2 if _IDENTIFIER.search(sentence) or _PATH.search(sentence) else 0
+        score += 2 if _SIGNAL.search(sentence) else 0
+        score -= 1 if len(sentence) < 20 else 0
+        if score > 0:
+            scored.append((score, position, sentence))
+    best = sorted(scored, key=lambda s: (-s[0], s[1]))[:MAX_FACTS]
+    return [shorten(s, FACT_CHARS) for _, _, s in sorted(best, key=lambda s: s[1])]
+
+
+def compress(
+    content: str,
+    title: str | None = None,
+    facts: Sequence[str] | None = None,
+    concepts: Sequence[str] | None = None,
+    files: Sequence[str] | None = None,
+) -> Compressed:
+    """The compressed form: the caller's fields where given, extracted ones otherwise."""
+    parts = sentences(content)
+    made_title = shorten(title, TITLE_CHARS) if title else shorten(parts[0] if parts else content, TITLE_CHARS)
+    if facts is None:
+        rest = parts[1:] if not title else parts
+        facts = extract_facts(rest) if len(parts) > 1 else []
+    found_files = list(files) if files is not None else extract_files(content)
+    if concepts is None:
+        concepts = extract_concepts(f"{title or ''}\n{content}", exclude=found_files)
+    return Compressed(
+        title=made_title or "(empty)",
+        facts=_dedupe([shorten(f, FACT_CHARS) for f in facts], MAX_FACTS * 4),
+        concepts=_dedupe([c.strip().casefold() for c in concepts if c.strip()], 50),
+        files=_dedupe([f.strip() for f in found_files if f.strip()], 100),
+    )
+
+
+def compact_line(title: str, facts: Sequence[str], limit: int = 240) -> str:
+    """One line for lists and hits: the title and the first facts that fit."""
+    text = title
+    for fact in facts:
+        if len(text) + len(fact) + 3 > limit:
+            break
+        text += f" — {fact}" if text == title else f"; {fact}"
+    return shorten(text, limit)

@@ -1,0 +1,333 @@
+"""Episodic memory: sessions, observations, the per-session cap, listing and the timeline."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Sequence
+
+from mcp_memory.db import Database, Tx
+from mcp_memory.errors import InvalidInputError
+from mcp_memory.ids import new_id
+from mcp_memory.models.records import Observation, Session
+from mcp_memory.models.results import (
+    ObservationList,
+    ObservationView,
+    ObserveResult,
+    SessionList,
+    SessionView,
+    TimelineEntry,
+    TimelineResult,
+)
+from mcp_memory.repositories.meta import MetaRepository
+from mcp_memory.repositories.observations import ObservationRepository
+from mcp_memory.repositories.relations import RelationRepository
+from mcp_memory.repositories.sessions import SessionRepository
+from mcp_memory.services.common import Deps, Service, check_session_id, idle_cutoff, moment, time_window
+from mcp_memory.services.compress import TYPE_IMPORTANCE, compact_line, compress, shorten
+from mcp_memory.services.indexing import DocSpec
+
+CONTENT_INDEX_CHARS = 8_000
+"""Content beyond this is stored but not indexed: a huge tool output would drown its own title."""
+
+DIGEST_CHARS = 6_000
+
+
+def observation_doc(obs: Observation) -> DocSpec:
+    """The index document of an observation: its compressed form plus the head of its content."""
+    return DocSpec(
+        doc_id=obs.id,
+        kind="observation",
+        subtype=obs.type,
+        project=obs.project,
+        session_id=obs.session_id,
+        at=obs.occurred_at or obs.created_at,
+        fields=(
+            (obs.title, 1),
+            (" ".join(obs.facts), 1),
+            (" ".join(obs.concepts), 1),
+            (" ".join(obs.files), 1),
+            (obs.content[:CONTENT_INDEX_CHARS] if obs.content != obs.title else "", 1),
+        ),
+    )
+
+
+def session_doc(session: Session) -> DocSpec | None:
+    """The index document of a session, once it has a summary or a folded digest to search."""
+    if not session.summary and not session.folded_digest:
+        return None
+    return DocSpec(
+        doc_id=session.id,
+        kind="session",
+        project=session.project,
+        session_id=session.id,
+        at=session.last_activity_at,
+        fields=((session.title or "", 1), (session.summary or "", 1), (session.folded_digest or "", 1)),
+    )
+
+
+class EpisodicService(Service):
+    """Records what happens in sessions and lists it back."""
+
+    def __init__(self, deps: Deps) -> None:
+        super().__init__(deps)
+        deps.indexer.register_source("observation", self._observation_docs)
+        deps.indexer.register_source("session", self._session_docs)
+
+    async def observe(
+        self,
+        project: str,
+        content: str,
+        type: str = "note",
+        *,
+        title: str | None = None,
+        facts: Sequence[str] | None = None,
+        concepts: Sequence[str] | None = None,
+        files: Sequence[str] | None = None,
+        session_id: str | None = None,
+        agent_id: str | None = None,
+        ref: str | None = None,
+        occurred_at: str | None = None,
+        importance: float | None = None,
+        end_session: bool = False,
+    ) -> ObserveResult:
+        """Store one observation in the caller's (or the current) session and index it."""
+        scrub = self.scrubber()
+        content = scrub.text(content)
+        if not content.strip():
+            raise InvalidInputError("content", "must contain text other than private or redacted parts")
+        packed = compress(content, scrub.optional(title), scrub.many(facts), scrub.many(concepts), scrub.many(files))
+        when = moment("occurred_at", occurred_at)
+        now = self.now_iso()
+        agent = agent_id or self.settings.agent_id
+        async with self.db.transaction("memory_observe", actor=agent, project=project) as tx:
+            session, created = await self._session_for(tx, project, agent, session_id)
+            obs = Observation(
+                id=new_id("observation"),
+                project=project,
+                session_id=session.id,
+                agent_id=agent,
+                seq=session.observation_count + 1,
+                type=type,
+                title=packed.title,
+                content=content,
+                facts=packed.facts,
+                concepts=packed.concepts,
+                files=packed.files,
+                importance=TYPE_IMPORTANCE.get(type, 0.5) if importance is None else importance,
+                ref=scrub.optional(ref),
+                occurred_at=when,
+                created_at=now,
+            )
+            await ObservationRepository(tx).add(obs)
+            tx.changed("observation", obs.id, "create")
+            sessions = SessionRepository(tx)
+            await sessions.record_observation(session.id, now, obs.title)
+            await self.deps.indexer.put(tx, observation_doc(obs))
+            folded = await self._enforce_cap(tx, session.id, project, keep=obs.id)
+            if end_session:
+                await sessions.end(session.id, now)
+                tx.changed("session", session.id, "end")
+        return ObserveResult(
+            id=obs.id,
+            session_id=session.id,
+            session_created=created,
+            session_ended=end_session,
+            title=obs.title,
+            facts=obs.facts,
+            concepts=obs.concepts,
+            files=obs.files,
+            importance=obs.importance,
+            folded=folded,
+            redacted=scrub.summary(),
+        )
+
+    async def _session_for(
+        self, tx: Tx, project: str, agent_id: str | None, session_id: str | None
+    ) -> tuple[Session, bool]:
+        """The session an observation belongs to, creating (or reopening) one as the rules say."""
+        repo = SessionRepository(tx)
+        now = self.now_iso()
+        if session_id is not None:
+            check_session_id(session_id)
+            found = await repo.get_or_none(session_id, project)
+            if found is not None:
+                return found, False
+            if await repo.exists_anywhere(session_id):
+                # Another project owns this id; say only that it cannot be used here.
+                raise InvalidInputError("session_id", "cannot be used; choose another id")
+        else:
+            current = await repo.latest_open(project, agent_id)
+            if current is not None and current.last_activity_at >= idle_cutoff(
+                self.now(), self.settings.session_idle_minutes
+            ):
+                return current, False
+            if current is not None:
+                await repo.end(current.id, current.last_activity_at)
+                tx.changed("session", current.id, "end")
+        session = Session(
+            id=session_id or new_id("session"),
+            project=project,
+            agent_id=agent_id,
+            started_at=now,
+            last_activity_at=now,
+            created_at=now,
+            updated_at=now,
+        )
+        await repo.add(session)
+        tx.changed("session", session.id, "create")
+        return session, True
+
+    async def _enforce_cap(self, tx: Tx, session_id: str, project: str, keep: str) -> int:
+        """Fold the least valuable observations into the session digest when over the cap."""
+        observations = ObservationRepository(tx)
+        excess = await observations.count_in_session(session_id) - self.settings.observation_cap
+        if excess <= 0:
+            return 0
+        victims = await observations.least_valuable(session_id, excess, keep=[keep])
+        ids = [v.id for v in victims]
+        await observations.delete(ids)
+        await RelationRepository(tx).delete_touching(ids)
+        await self.deps.indexer.drop(tx, ids)
+        for victim in victims:
+            tx.changed("observation", victim.id, "fold")
+        sessions = SessionRepository(tx)
+        session = await sessions.get(session_id, project)
+        lines = [f"- [{v.type}] {compact_line(v.title, v.facts, 160)}" for v in victims]
+        digest = "\n".join([session.folded_digest or "", *lines]).strip()
+        if len(digest) > DIGEST_CHARS:
+            # keep the newest lines; the folded count still says how many there were in all
+            digest = "…\n" + digest[-DIGEST_CHARS:].split("\n", 1)[-1]
+        await sessions.add_folded(session_id, digest, len(victims), self.now_iso())
+        spec = session_doc(await sessions.get(session_id, project))
+        if spec is not None:
+            await self.deps.indexer.put(tx, spec)
+        return len(victims)
+
+    async def sessions(self, project: str, status: str, limit: int, offset: int) -> SessionList:
+        """Sessions of a project, most recently active first."""
+        if status not in ("active", "ended", "all"):
+            raise InvalidInputError("status", "must be active, ended or all")
+        async with self.db.read() as conn:
+            found, total = await SessionRepository(conn).page(project, status, limit, offset)
+        cutoff = idle_cutoff(self.now(), self.settings.session_idle_minutes)
+        views = [
+            SessionView(
+                id=s.id,
+                title=s.title,
+                status="ended" if s.ended_at else ("active" if s.last_activity_at >= cutoff else "idle"),
+                agent_id=s.agent_id,
+                started_at=s.started_at,
+                last_activity_at=s.last_activity_at,
+                ended_at=s.ended_at,
+                observation_count=s.observation_count,
+                folded_count=s.folded_count,
+                summary=shorten(s.summary, 600) if s.summary else None,
+            )
+            for s in found
+        ]
+        more = offset + len(views) < total
+        return SessionList(
+            project=project, total=total, sessions=views, next_offset=offset + len(views) if more else None
+        )
+
+    async def observations(
+        self,
+        project: str,
+        *,
+        session_id: str | None,
+        types: Sequence[str] | None,
+        since: str | None,
+        until: str | None,
+        limit: int,
+        offset: int,
+        newest_first: bool,
+        full: bool,
+    ) -> ObservationList:
+        """A page of observations in time order, compressed unless `full`."""
+        start, end = time_window(since, until)
+        async with self.db.read() as conn:
+            if session_id is not None:
+                await SessionRepository(conn).get(session_id, project)
+            found, total = await ObservationRepository(conn).page(
+                project,
+                session_id=session_id,
+                types=types,
+                since=start,
+                until=end,
+                limit=limit,
+                offset=offset,
+                newest_first=newest_first,
+            )
+        more = offset + len(found) < total
+        return ObservationList(
+            project=project,
+            total=total,
+            observations=[ObservationView.of(o, full) for o in found],
+            next_offset=offset + len(found) if more else None,
+        )
+
+    async def timeline(
+        self,
+        project: str,
+        *,
+        anchor: str | None,
+        at: str | None,
+        session_id: str | None,
+        before: int,
+        after: int,
+    ) -> TimelineResult:
+        """Observations in time order around an observation, a moment, or the present."""
+        async with self.db.read() as conn:
+            repo = ObservationRepository(conn)
+            anchor_obs = None
+            if anchor is not None:
+                anchor_obs = await repo.get(anchor, project)
+                when, seq = anchor_obs.occurred_at or anchor_obs.created_at, anchor_obs.seq
+            else:
+                when = moment("at", at) or "9999-12-31T23:59:59.999999Z"
+                seq = 0 if at is not None else 1 << 62
+                if session_id is not None:
+                    await SessionRepository(conn).get(session_id, project)
+            earlier, later = await repo.around(project, when, seq, session_id, before, after)
+        ordered = [*earlier, *([anchor_obs] if anchor_obs else []), *later]
+        entries = [
+            TimelineEntry(
+                id=o.id,
+                session_id=o.session_id,
+                type=o.type,
+                title=o.title,
+                when=o.occurred_at or o.created_at,
+                ref=o.ref,
+                anchor=anchor_obs is not None and o.id == anchor_obs.id,
+            )
+            for o in ordered
+        ]
+        return TimelineResult(project=project, anchor_id=anchor, entries=entries)
+
+    async def reindex_observations(self, tx: Tx, observations: Sequence[Observation]) -> None:
+        """Index stored observations (after an import)."""
+        await self.deps.indexer.put_many(tx, [observation_doc(o) for o in observations])
+
+    async def reindex_sessions(self, tx: Tx, sessions: Sequence[Session]) -> None:
+        """Index stored sessions that have something to search, unindex the others."""
+        specs = {s.id: session_doc(s) for s in sessions}
+        await self.deps.indexer.drop(tx, [i for i, spec in specs.items() if spec is None])
+        await self.deps.indexer.put_many(tx, [spec for spec in specs.values() if spec is not None])
+
+    async def _observation_docs(self, db: Database) -> AsyncIterator[list[DocSpec]]:
+        async with db.read() as conn:
+            projects = await MetaRepository(conn).projects_of("observations")
+        for project in projects:
+            async with db.read() as conn:
+                rows = await ObservationRepository(conn).all_in_project(project)
+            for batch in self.deps.indexer.batches([observation_doc(o) for o in rows]):
+                yield batch
+
+    async def _session_docs(self, db: Database) -> AsyncIterator[list[DocSpec]]:
+        async with db.read() as conn:
+            projects = await MetaRepository(conn).projects_of("sessions")
+        for project in projects:
+            async with db.read() as conn:
+                found = await SessionRepository(conn).all_in_project(project)
+            specs = [spec for s in found if (spec := session_doc(s)) is not None]
+            for batch in self.deps.indexer.batches(specs):
+                yield batch

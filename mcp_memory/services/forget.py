@@ -1,0 +1,131 @@
+"""Forgetting: hard deletion by id or by filter, planned first so a dry run shows exactly the same."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from mcp_memory.db import Conn
+from mcp_memory.errors import InvalidInputError, NotFoundError
+from mcp_memory.ids import kind_of
+from mcp_memory.models.results import ForgetResult
+from mcp_memory.repositories.memories import MemoryRepository
+from mcp_memory.repositories.observations import ObservationRepository
+from mcp_memory.repositories.relations import RelationRepository
+from mcp_memory.repositories.sessions import SessionRepository
+from mcp_memory.services.common import Service, time_window
+
+FORGETTABLE = ("observation", "memory", "session")
+
+
+@dataclass
+class _Plan:
+    """Ids to delete, by kind; a memory chain is listed by every version's id."""
+
+    observations: list[str] = field(default_factory=list)
+    memory_roots: list[str] = field(default_factory=list)
+    memories: list[str] = field(default_factory=list)
+    sessions: list[str] = field(default_factory=list)
+
+    def as_dict(self) -> dict[str, list[str]]:
+        return {
+            "observation": sorted(set(self.observations)),
+            "memory": sorted(set(self.memories)),
+            "session": sorted(set(self.sessions)),
+        }
+
+
+class ForgetService(Service):
+    """Deletes records for good (the audit log keeps only their ids)."""
+
+    async def forget(
+        self,
+        project: str,
+        *,
+        ids: Sequence[str] | None,
+        kind: str | None,
+        session_id: str | None,
+        since: str | None,
+        until: str | None,
+        dry_run: bool,
+    ) -> ForgetResult:
+        """Delete the named records, or every record matching the filters; a dry run only reports."""
+        if kind is not None and kind not in FORGETTABLE:
+            raise InvalidInputError("kind", f"must be one of {', '.join(FORGETTABLE)}")
+        start, end = time_window(since, until)
+        if not ids and kind is None and session_id is None and start is None and end is None:
+            raise InvalidInputError("ids", "give ids, or at least one filter (kind, session_id, since, until)")
+        if dry_run:
+            async with self.db.read() as conn:
+                plan = await self._plan(conn, project, ids, kind, session_id, start, end)
+            return self._result(plan, dry_run=True)
+        async with self.db.transaction("memory_forget", project=project) as tx:
+            plan = await self._plan(tx, project, ids, kind, session_id, start, end)
+            observations, memories, sessions = (
+                ObservationRepository(tx),
+                MemoryRepository(tx),
+                SessionRepository(tx),
+            )
+            for session in plan.sessions:
+                await sessions.delete(session)  # cascades to the session's observations
+            await observations.delete(plan.observations)
+            for root in plan.memory_roots:
+                await memories.delete_chain(root, project)
+            doomed = [*plan.observations, *plan.memories, *plan.sessions]
+            await RelationRepository(tx).delete_touching(doomed)
+            await self.deps.indexer.drop(tx, doomed)
+            for kind_name, id_list in plan.as_dict().items():
+                for record_id in id_list:
+                    tx.changed(kind_name, record_id, "delete")
+        return self._result(plan, dry_run=False)
+
+    async def _plan(
+        self,
+        conn: Conn,
+        project: str,
+        ids: Sequence[str] | None,
+        kind: str | None,
+        session_id: str | None,
+        since: str | None,
+        until: str | None,
+    ) -> _Plan:
+        plan = _Plan()
+        observations, memories, sessions = (
+            ObservationRepository(conn),
+            MemoryRepository(conn),
+            SessionRepository(conn),
+        )
+        for record_id in ids or ():
+            record_kind = kind_of(record_id) or "session"
+            if record_kind == "observation":
+                plan.observations.append((await observations.get(record_id, project)).id)
+            elif record_kind == "memory":
+                plan.memory_roots.append((await memories.get(record_id, project)).root_id)
+            elif record_kind == "session":
+                plan.sessions.append((await sessions.get(record_id, project)).id)
+            else:
+                raise NotFoundError(record_kind, record_id, f"memory_forget deletes {', '.join(FORGETTABLE)} records")
+        if kind is not None or session_id is not None or since is not None or until is not None:
+            if session_id is not None:
+                await sessions.get(session_id, project)
+            if kind in (None, "observation"):
+                plan.observations += await observations.ids_matching(
+                    project, session_id=session_id, since=since, until=until
+                )
+            if kind in (None, "memory"):
+                plan.memory_roots += await memories.root_ids_matching(
+                    project, None, since, until, session_id=session_id
+                )
+            if kind in (None, "session") and session_id is not None and since is None and until is None:
+                plan.sessions.append(session_id)
+        for session in plan.sessions:
+            plan.observations += await observations.ids_in_session(session)
+        for root in dict.fromkeys(plan.memory_roots):
+            plan.memories += [m.id for m in await memories.chain(root, project)]
+        plan.memory_roots = list(dict.fromkeys(plan.memory_roots))
+        return plan
+
+    @staticmethod
+    def _result(plan: _Plan, dry_run: bool) -> ForgetResult:
+        deleted = plan.as_dict()
+        return ForgetResult(dry_run=dry_run, deleted=deleted, total=sum(len(v) for v in deleted.values()))

@@ -1,0 +1,147 @@
+"""Feeds the search index: analyses records, stores their terms, applies changes after commit.
+
+Every searchable record has one index document. The services describe it as a `DocSpec` (which
+text, weighted by field); this module turns that into terms, stores them in the same transaction as
+the record, and updates the in-memory index only once the transaction has committed.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import Counter
+from collections.abc import AsyncIterator, Callable, Sequence
+from dataclasses import dataclass, field
+
+from mcp_memory.clock import epoch
+from mcp_memory.db import Database, Tx
+from mcp_memory.repositories.meta import MetaRepository
+from mcp_memory.repositories.search_docs import SearchDocRepository
+from mcp_memory.search.analyzer import ANALYZER_VERSION
+from mcp_memory.search.index import IndexDoc, SearchIndex
+
+logger = logging.getLogger(__name__)
+
+_REINDEX_BATCH = 500
+
+
+@dataclass(frozen=True, slots=True)
+class DocSpec:
+    """What to index for one record: identity, filter attributes and weighted text fields."""
+
+    doc_id: str
+    kind: str
+    project: str
+    at: str
+    fields: Sequence[tuple[str, int]] = field(default_factory=tuple)
+    subtype: str | None = None
+    session_id: str | None = None
+
+
+DocSource = Callable[[Database], AsyncIterator[list[DocSpec]]]
+"""Yields every record of one kind as batches of DocSpecs (used to re-analyse everything)."""
+
+
+class Indexer:
+    """The only writer of the search index and of its stored form."""
+
+    def __init__(self, index: SearchIndex) -> None:
+        self.index = index
+        self._sources: dict[str, DocSource] = {}
+
+    def register_source(self, kind: str, source: DocSource) -> None:
+        """Tell the indexer how to enumerate every record of `kind` for a full re-analysis."""
+        self._sources[kind] = source
+
+    async def put(self, tx: Tx, spec: DocSpec) -> None:
+        """Index (or re-index) one record inside the caller's transaction."""
+        await self.put_many(tx, [spec])
+
+    async def put_many(self, tx: Tx, specs: Sequence[DocSpec]) -> None:
+        """Index several records inside the caller's transaction."""
+        if not specs:
+            return
+        analyzer = self.index.analyzer
+        counted: list[tuple[DocSpec, Counter[str]]] = []
+        for spec in specs:
+            counts: Counter[str] = Counter()
+            for text, weight in spec.fields:
+                if text:
+                    for term in analyzer.terms(text):
+                        counts[term] += weight
+            counted.append((spec, counts))
+        wanted = {t for _, counts in counted for t in counts}
+        known = {t: self.index.vocab[t] for t in wanted if t in self.index.vocab}
+        missing = sorted(wanted - known.keys())
+        created = await SearchDocRepository(tx).term_ids(missing) if missing else {}
+        ids = known | created
+        store = SearchDocRepository(tx)
+        docs = []
+        for spec, counts in counted:
+            doc = IndexDoc(
+                doc_id=spec.doc_id,
+                kind=spec.kind,
+                subtype=spec.subtype,
+                project=spec.project,
+                session_id=spec.session_id,
+                at=epoch(spec.at),
+                length=sum(counts.values()),
+                terms=self.index.pack(counts, ids),
+            )
+            await store.put(doc, ANALYZER_VERSION)
+            docs.append(doc)
+
+        def apply() -> None:
+            self.index.learn_terms(created)
+            for doc in docs:
+                self.index.upsert(doc)
+
+        tx.on_commit(apply)
+
+    async def drop(self, tx: Tx, doc_ids: Sequence[str]) -> None:
+        """Remove records from the index inside the caller's transaction."""
+        if not doc_ids:
+            return
+        ids = list(doc_ids)
+        await SearchDocRepository(tx).delete(ids)
+
+        def apply() -> None:
+            for doc_id in ids:
+                self.index.remove(doc_id)
+
+        tx.on_commit(apply)
+
+    async def rebuild(self, db: Database) -> int:
+        """Load the index from stored terms; re-analyse first when the analyzer version changed."""
+        async with db.read() as conn:
+            stale = await SearchDocRepository(conn).stale_count(ANALYZER_VERSION)
+            recorded = await MetaRepository(conn).get("analyzer_version")
+        if stale or recorded != str(ANALYZER_VERSION):
+            await self.reanalyse(db)
+        async with db.read() as conn:
+            store = SearchDocRepository(conn)
+            vocab = await store.vocabulary()
+            docs = await store.all_docs()
+        self.index.vocab = vocab
+        self.index.load(docs)
+        logger.info("search index rebuilt: %d documents, %d terms", len(docs), len(vocab))
+        return len(docs)
+
+    async def reanalyse(self, db: Database) -> int:
+        """Re-derive every record's stored terms from its source text (analyzer upgrade)."""
+        total = 0
+        async with db.transaction("reindex") as tx:
+            await SearchDocRepository(tx).clear()
+            await MetaRepository(tx).set("analyzer_version", "rebuilding")
+        for kind, source in self._sources.items():
+            async for batch in source(db):
+                async with db.transaction("reindex") as tx:
+                    await self.put_many(tx, batch)
+                total += len(batch)
+            logger.info("re-analysed %s records", kind)
+        async with db.transaction("reindex") as tx:
+            await MetaRepository(tx).set("analyzer_version", str(ANALYZER_VERSION))
+        return total
+
+    def batches(self, specs: Sequence[DocSpec]) -> list[list[DocSpec]]:
+        """Split specs into transaction-sized batches."""
+        return [list(specs[i : i + _REINDEX_BATCH]) for i in range(0, len(specs), _REINDEX_BATCH)]

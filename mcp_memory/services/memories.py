@@ -1,0 +1,203 @@
+"""Long-term memories: save with supersession by similarity, and read back with the version chain."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Sequence
+
+from mcp_memory.db import Database, Tx
+from mcp_memory.errors import ConflictError, InvalidInputError
+from mcp_memory.ids import new_id
+from mcp_memory.models.records import Memory
+from mcp_memory.models.results import MemoryDetail, MemoryVersion, SaveResult
+from mcp_memory.repositories.memories import MemoryRepository
+from mcp_memory.repositories.meta import MetaRepository
+from mcp_memory.repositories.sessions import SessionRepository
+from mcp_memory.search.index import SearchFilter
+from mcp_memory.services.common import Deps, Service, moment
+from mcp_memory.services.indexing import DocSpec
+
+SUPERSEDE_THRESHOLD = 0.7
+"""Saving a memory whose term set has Jaccard similarity above this with a live one supersedes it."""
+
+
+def memory_doc(mem: Memory) -> DocSpec:
+    """The index document of a memory (only the latest version of a chain is indexed)."""
+    return DocSpec(
+        doc_id=mem.id,
+        kind="memory",
+        subtype=mem.kind,
+        project=mem.project,
+        session_id=mem.session_id,
+        at=mem.occurred_at or mem.created_at,
+        fields=(
+            (mem.title or "", 1),
+            (mem.content, 1),
+            (" ".join(mem.concepts), 1),
+            (" ".join(mem.files), 1),
+        ),
+    )
+
+
+class MemoryService(Service):
+    """Saves, versions and reads memories."""
+
+    def __init__(self, deps: Deps) -> None:
+        super().__init__(deps)
+        deps.indexer.register_source("memory", self._memory_docs)
+
+    async def save(
+        self,
+        project: str,
+        content: str,
+        kind: str = "fact",
+        *,
+        title: str | None = None,
+        concepts: Sequence[str] | None = None,
+        files: Sequence[str] | None = None,
+        importance: float = 0.5,
+        ref: str | None = None,
+        occurred_at: str | None = None,
+        supersedes: str | None = None,
+        session_id: str | None = None,
+        agent_id: str | None = None,
+    ) -> SaveResult:
+        """Store a memory; a near-duplicate of a live memory (or the one named) becomes its new version."""
+        scrub = self.scrubber()
+        content = scrub.text(content).strip()
+        if not content:
+            raise InvalidInputError("content", "must contain text other than private or redacted parts")
+        now = self.now_iso()
+        agent = agent_id or self.settings.agent_id
+        draft = Memory(
+            id=new_id("memory"),
+            project=project,
+            agent_id=agent,
+            session_id=session_id,
+            kind=kind,
+            title=scrub.optional(title),
+            content=content,
+            concepts=sorted({c.strip().casefold() for c in scrub.many(concepts) or [] if c.strip()}),
+            files=list(dict.fromkeys(f.strip() for f in scrub.many(files) or [] if f.strip())),
+            importance=importance,
+            ref=scrub.optional(ref),
+            occurred_at=moment("occurred_at", occurred_at),
+            root_id="",
+            created_at=now,
+            updated_at=now,
+        )
+        async with self.db.transaction("memory_save", actor=agent, project=project) as tx:
+            if session_id is not None:
+                await SessionRepository(tx).get(session_id, project)
+            repo = MemoryRepository(tx)
+            parent, similarity = await self._predecessor(repo, draft, supersedes)
+            if parent is not None and _same(parent, draft):
+                return SaveResult(
+                    id=parent.id,
+                    kind=parent.kind,
+                    version=parent.version,
+                    root_id=parent.root_id,
+                    unchanged=True,
+                    redacted=scrub.summary(),
+                )
+            mem = draft.model_copy(
+                update={
+                    "root_id": parent.root_id if parent else draft.id,
+                    "parent_id": parent.id if parent else None,
+                    "version": parent.version + 1 if parent else 1,
+                    "similarity": similarity,
+                }
+            )
+            await repo.add(mem)
+            tx.changed("memory", mem.id, "create")
+            if parent is not None:
+                await repo.mark_superseded(parent.id, mem.id, now)
+                tx.changed("memory", parent.id, "supersede")
+                await self.deps.indexer.drop(tx, [parent.id])
+            await self.deps.indexer.put(tx, memory_doc(mem))
+        return SaveResult(
+            id=mem.id,
+            kind=mem.kind,
+            version=mem.version,
+            root_id=mem.root_id,
+            superseded_id=parent.id if parent else None,
+            similarity=similarity,
+            redacted=scrub.summary(),
+        )
+
+    async def _predecessor(
+        self, repo: MemoryRepository, draft: Memory, supersedes: str | None
+    ) -> tuple[Memory | None, float | None]:
+        """The live memory the draft replaces (named, or the most similar above the threshold)."""
+        terms = set(self.deps.index.analyzer.terms(" ".join(f for f, _ in memory_doc(draft).fields)))
+        if supersedes is not None:
+            named = await repo.get(supersedes, draft.project)
+            if not named.is_latest:
+                raise ConflictError(
+                    f"supersedes: {supersedes} was already replaced by {named.superseded_by}; "
+                    "supersede the latest version"
+                )
+            return named, round(self._jaccard(terms, named.id), 4)
+        known = frozenset(i for t in terms if (i := self.deps.index.vocab.get(t)) is not None)
+        candidates = self.deps.index.similar_candidates(
+            draft.project, known, SUPERSEDE_THRESHOLD, SearchFilter(kinds=frozenset({"memory"}))
+        )
+        scored = sorted(((self._jaccard(terms, c), c) for c in candidates), key=lambda s: (-s[0], s[1]))
+        if not scored or scored[0][0] <= SUPERSEDE_THRESHOLD:
+            return None, None
+        best = await repo.get_or_none(scored[0][1], draft.project)
+        if best is None or not best.is_latest:
+            return None, None
+        return best, round(scored[0][0], 4)
+
+    def _jaccard(self, terms: set[str], other_id: str) -> float:
+        other = self.deps.index.terms_of(other_id)
+        vocab = self.deps.index.vocab
+        shared = sum(1 for t in terms if vocab.get(t) in other)
+        union = len(terms) + len(other) - shared
+        return shared / union if union else 1.0
+
+    async def get(self, project: str, memory_id: str) -> MemoryDetail:
+        """A memory with every version of its chain, oldest first."""
+        async with self.db.read() as conn:
+            repo = MemoryRepository(conn)
+            mem = await repo.get(memory_id, project)
+            chain = await repo.chain(mem.root_id, project)
+        latest = next((v for v in chain if v.is_latest), chain[-1])
+        versions = [
+            MemoryVersion(
+                id=v.id,
+                version=v.version,
+                kind=v.kind,
+                title=v.title,
+                content=v.content,
+                similarity=v.similarity,
+                is_latest=v.is_latest,
+                created_at=v.created_at,
+            )
+            for v in chain
+        ]
+        return MemoryDetail(memory=mem, latest_id=latest.id, versions=versions)
+
+    async def _memory_docs(self, db: Database) -> AsyncIterator[list[DocSpec]]:
+        async with db.read() as conn:
+            projects = await MetaRepository(conn).projects_of("memories")
+        for project in projects:
+            async with db.read() as conn:
+                latest = await MemoryRepository(conn).latest_in_project(project)
+            for batch in self.deps.indexer.batches([memory_doc(m) for m in latest]):
+                yield batch
+
+    async def reindex(self, tx: Tx, memories: Sequence[Memory]) -> None:
+        """Bring the index in line with stored memories (latest indexed, older versions not)."""
+        await self.deps.indexer.drop(tx, [m.id for m in memories if not m.is_latest])
+        await self.deps.indexer.put_many(tx, [memory_doc(m) for m in memories if m.is_latest])
+
+
+def _same(old: Memory, new: Memory) -> bool:
+    """Whether saving `new` would change nothing (fields the caller left out count as unchanged)."""
+    return (
+        (old.content, old.kind) == (new.content, new.kind)
+        and new.title in (None, old.title)
+        and (not new.concepts or new.concepts == old.concepts)
+        and (not new.files or new.files == old.files)
+    )

@@ -1,0 +1,138 @@
+"""Retrieval: episodic recall and smart search across kinds, hits first and full records on request."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from mcp_memory.db import Conn
+from mcp_memory.errors import InvalidInputError
+from mcp_memory.ids import kind_of
+from mcp_memory.models.results import Hit, RecallResult, SmartSearchResult
+from mcp_memory.repositories.memories import MemoryRepository
+from mcp_memory.repositories.observations import ObservationRepository
+from mcp_memory.repositories.sessions import SessionRepository
+from mcp_memory.search.index import Hit as IndexHit
+from mcp_memory.search.index import SearchFilter
+from mcp_memory.services.common import Service, epoch_or_none, time_window
+from mcp_memory.services.compress import compact_line, shorten
+
+EPISODIC_KINDS = frozenset({"observation", "session"})
+SEARCHABLE_KINDS = frozenset({"observation", "session", "memory"})
+
+
+class SearchService(Service):
+    """Turns queries into ranked, compact hits and ids into full records."""
+
+    async def recall(
+        self,
+        project: str,
+        query: str,
+        *,
+        limit: int = 10,
+        session_id: str | None = None,
+        types: Sequence[str] | None = None,
+        since: str | None = None,
+        until: str | None = None,
+        kinds: Sequence[str] | None = None,
+    ) -> RecallResult:
+        """Observations (and session summaries) ranked by BM25 for a plain-text query."""
+        wanted = frozenset(kinds) if kinds else EPISODIC_KINDS
+        unknown = wanted - SEARCHABLE_KINDS
+        if unknown:
+            raise InvalidInputError("kinds", f"unknown kind {sorted(unknown)[0]!r}; use {sorted(SEARCHABLE_KINDS)}")
+        start, end = time_window(since, until)
+        flt = SearchFilter(
+            kinds=wanted,
+            subtypes=frozenset(types) if types else None,
+            session_id=session_id,
+            since=epoch_or_none(start),
+            until=epoch_or_none(end),
+        )
+        found = self.deps.index.search(project, query, flt, limit)
+        async with self.db.read() as conn:
+            hits = await self._render(conn, project, found)
+        return RecallResult(project=project, query=query, hits=hits)
+
+    async def smart_search(
+        self,
+        project: str,
+        *,
+        query: str | None,
+        ids: Sequence[str] | None,
+        kinds: Sequence[str] | None,
+        limit: int,
+    ) -> SmartSearchResult:
+        """Compact hits across kinds for `query`, plus full records for `ids`."""
+        if not query and not ids:
+            raise InvalidInputError("query", "give a query, or ids of records to fetch in full")
+        result = SmartSearchResult(project=project, query=query)
+        wanted = frozenset(kinds) if kinds else SEARCHABLE_KINDS
+        if wanted - SEARCHABLE_KINDS:
+            raise InvalidInputError("kinds", f"must be among {sorted(SEARCHABLE_KINDS)}")
+        async with self.db.read() as conn:
+            if query:
+                found = self.deps.index.search(project, query, SearchFilter(kinds=wanted), limit)
+                result.hits = await self._render(conn, project, found)
+            if ids:
+                await self._fetch(conn, project, list(dict.fromkeys(ids)), result)
+        return result
+
+    async def _fetch(self, conn: Conn, project: str, ids: list[str], into: SmartSearchResult) -> None:
+        by_kind: dict[str, list[str]] = {}
+        for record_id in ids:
+            by_kind.setdefault(kind_of(record_id) or "session", []).append(record_id)
+        into.observations = await ObservationRepository(conn).get_many(by_kind.get("observation", []), project)
+        into.memories = await MemoryRepository(conn).get_many(by_kind.get("memory", []), project)
+        sessions = SessionRepository(conn)
+        into.sessions = [s for i in by_kind.get("session", []) if (s := await sessions.get_or_none(i, project))]
+        found = {o.id for o in into.observations} | {m.id for m in into.memories} | {s.id for s in into.sessions}
+        into.missing = [i for i in ids if i not in found]
+
+    async def _render(self, conn: Conn, project: str, found: Sequence[IndexHit]) -> list[Hit]:
+        """Compact hits for index results, in rank order; records deleted meanwhile are skipped."""
+        ids_by_kind: dict[str, list[str]] = {}
+        for hit in found:
+            ids_by_kind.setdefault(hit.kind, []).append(hit.doc_id)
+        rendered: dict[str, Hit] = {}
+        for obs in await ObservationRepository(conn).get_many(ids_by_kind.get("observation", []), project):
+            rendered[obs.id] = Hit(
+                id=obs.id,
+                kind="observation",
+                score=0.0,
+                title=obs.title,
+                snippet=compact_line(obs.title, obs.facts) if obs.facts else shorten(obs.content, 240),
+                type=obs.type,
+                session_id=obs.session_id,
+                ref=obs.ref,
+                occurred_at=obs.occurred_at,
+                created_at=obs.created_at,
+            )
+        for mem in await MemoryRepository(conn).get_many(ids_by_kind.get("memory", []), project):
+            rendered[mem.id] = Hit(
+                id=mem.id,
+                kind="memory",
+                score=0.0,
+                title=mem.title or shorten(mem.content, 80),
+                snippet=shorten(mem.content, 240),
+                type=mem.kind,
+                session_id=mem.session_id,
+                ref=mem.ref,
+                occurred_at=mem.occurred_at,
+                created_at=mem.created_at,
+            )
+        sessions = SessionRepository(conn)
+        for session_id in ids_by_kind.get("session", []):
+            session = await sessions.get_or_none(session_id, project)
+            if session is not None:
+                rendered[session.id] = Hit(
+                    id=session.id,
+                    kind="session",
+                    score=0.0,
+                    title=session.title or session.id,
+                    snippet=shorten(session.summary or session.folded_digest or "", 240),
+                    session_id=session.id,
+                    created_at=session.created_at,
+                )
+        return [
+            rendered[h.doc_id].model_copy(update={"score": round(h.score, 4)}) for h in found if h.doc_id in rendered
+        ]

@@ -1,0 +1,118 @@
+"""What every tool module shares: argument types with limits, error translation, project resolution."""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Awaitable, Callable
+from typing import Annotated, Any, ParamSpec, TypeVar
+
+from mcp.server.mcpserver import Context, MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
+from mcp_types import ToolAnnotations
+from pydantic import Field
+
+from mcp_memory.context import AppContext
+from mcp_memory.errors import MCPMemoryError
+from mcp_memory.services.common import check_project
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+Ctx = Context[AppContext, Any]
+
+Project = Annotated[
+    str | None,
+    Field(max_length=128, description="Project namespace; omit to use the server's configured project."),
+]
+Limit = Annotated[int, Field(ge=1, le=100, description="Maximum number of results (1-100).")]
+Offset = Annotated[int, Field(ge=0, le=1_000_000, description="Results to skip, for paging.")]
+Query = Annotated[
+    str,
+    Field(min_length=1, max_length=2_000, description="Plain-text question or keywords (no query syntax)."),
+]
+Title = Annotated[str | None, Field(max_length=300, description="Short title; extracted from the content if omitted.")]
+Ref = Annotated[
+    str | None,
+    Field(max_length=500, description="Your own reference for this record (message id, transcript line, URL)."),
+]
+OccurredAt = Annotated[
+    str | None,
+    Field(
+        max_length=40,
+        description="When it happened (ISO-8601 date or date-time), for past history; default now.",
+    ),
+]
+When = Annotated[str | None, Field(max_length=40, description="ISO-8601 date or date-time.")]
+SessionId = Annotated[
+    str | None,
+    Field(max_length=128, description="Session id; omit to use the current session (one is started if needed)."),
+]
+AgentId = Annotated[str | None, Field(max_length=128, description="Which agent is writing; default from settings.")]
+Concepts = Annotated[
+    list[Annotated[str, Field(max_length=100)]] | None,
+    Field(max_length=50, description="Key concepts or tags; extracted if omitted."),
+]
+Files = Annotated[
+    list[Annotated[str, Field(max_length=1_000)]] | None,
+    Field(max_length=200, description="File paths involved; extracted if omitted."),
+]
+Ids = Annotated[list[Annotated[str, Field(min_length=1, max_length=128)]], Field(max_length=100)]
+Importance = Annotated[float, Field(ge=0.0, le=1.0, description="0 (trivia) to 1 (critical).")]
+
+
+def app_of(ctx: Ctx) -> AppContext:
+    """The application context of the running server."""
+    return ctx.request_context.lifespan_context
+
+
+def project_of(ctx: Ctx, project: str | None) -> str:
+    """The project a call acts on: its argument, else the configured default."""
+    try:
+        return check_project(project if project is not None else app_of(ctx).settings.project)
+    except MCPMemoryError as exc:
+        raise ToolError(str(exc)) from exc
+
+
+def tool_annotations(
+    title: str, *, read_only: bool, destructive: bool = False, idempotent: bool = False
+) -> ToolAnnotations:
+    """MCP tool annotations; mcp-memory never reaches outside its own database (closed world)."""
+    return ToolAnnotations(
+        title=title,
+        read_only_hint=read_only,
+        destructive_hint=destructive if not read_only else None,
+        idempotent_hint=idempotent if not read_only else None,
+        open_world_hint=False,
+    )
+
+
+def domain_errors(fn: Callable[P, Awaitable[R]]) -> Callable[P, Awaitable[R]]:
+    """Turn our domain errors into tool errors whose message the model reads and acts on."""
+
+    @functools.wraps(fn)
+    async def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
+        try:
+            return await fn(*args, **kwargs)
+        except MCPMemoryError as exc:
+            raise ToolError(str(exc)) from exc
+
+    return wrapper
+
+
+def register(
+    server: MCPServer[AppContext],
+    fn: Callable[..., Awaitable[Any]],
+    *,
+    title: str,
+    read_only: bool,
+    destructive: bool = False,
+    idempotent: bool = False,
+) -> None:
+    """Register one tool (name = function name, description = first docstring paragraph)."""
+    server.add_tool(
+        domain_errors(fn),
+        name=fn.__name__,
+        title=title,
+        description=(fn.__doc__ or "").strip().split("\n\n")[0].replace("\n", " "),
+        annotations=tool_annotations(title, read_only=read_only, destructive=destructive, idempotent=idempotent),
+    )

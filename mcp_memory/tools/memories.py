@@ -1,0 +1,132 @@
+"""Long-term memory tools: save, get, smart search, forget."""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from mcp.server.mcpserver import MCPServer
+from pydantic import Field
+
+from mcp_memory.context import AppContext
+from mcp_memory.models.results import ForgetResult, MemoryDetail, SaveResult, SmartSearchResult
+from mcp_memory.tools._common import (
+    AgentId,
+    Concepts,
+    Ctx,
+    Files,
+    Ids,
+    Importance,
+    Limit,
+    OccurredAt,
+    Project,
+    Ref,
+    When,
+    app_of,
+    project_of,
+    register,
+)
+
+MemoryKind = Annotated[
+    str,
+    Field(
+        pattern=r"^[a-z][a-z0-9_]{0,39}$",
+        description="fact, preference, decision, pattern, convention, person, project (or your own snake_case kind).",
+    ),
+]
+Kinds = Annotated[
+    list[Literal["observation", "memory", "session"]] | None,
+    Field(max_length=3, description="Restrict to these kinds of record; default all."),
+]
+
+
+async def memory_save(
+    ctx: Ctx,
+    content: Annotated[str, Field(min_length=1, max_length=20_000, description="The fact, decision or preference.")],
+    kind: MemoryKind = "fact",
+    title: Annotated[str | None, Field(max_length=300, description="Short title.")] = None,
+    concepts: Concepts = None,
+    files: Files = None,
+    importance: Importance = 0.5,
+    supersedes: Annotated[
+        str | None,
+        Field(max_length=128, description="Id of the memory this one replaces (else found by similarity)."),
+    ] = None,
+    ref: Ref = None,
+    occurred_at: OccurredAt = None,
+    session_id: Annotated[str | None, Field(max_length=128, description="Session this was learned in.")] = None,
+    agent_id: AgentId = None,
+    project: Project = None,
+) -> SaveResult:
+    """Save a long-lived memory; a near-duplicate of a live one becomes its new version (history kept)."""
+    return await app_of(ctx).memories.save(
+        project_of(ctx, project),
+        content,
+        kind,
+        title=title,
+        concepts=concepts,
+        files=files,
+        importance=importance,
+        ref=ref,
+        occurred_at=occurred_at,
+        supersedes=supersedes,
+        session_id=session_id,
+        agent_id=agent_id,
+    )
+
+
+async def memory_get(
+    ctx: Ctx,
+    id: Annotated[str, Field(min_length=1, max_length=128, description="Memory id (mem_…), any version.")],
+    project: Project = None,
+) -> MemoryDetail:
+    """Get a memory in full with its version history, oldest version first."""
+    return await app_of(ctx).memories.get(project_of(ctx, project), id)
+
+
+async def memory_smart_search(
+    ctx: Ctx,
+    query: Annotated[str | None, Field(max_length=2_000, description="What to look for, in plain words.")] = None,
+    ids: Annotated[
+        list[Annotated[str, Field(min_length=1, max_length=128)]] | None,
+        Field(max_length=100, description="Ids from earlier hits to fetch in full."),
+    ] = None,
+    kinds: Kinds = None,
+    limit: Limit = 10,
+    project: Project = None,
+) -> SmartSearchResult:
+    """Search everything: compact hits for a query first, then full records for the ids you pick."""
+    return await app_of(ctx).search.smart_search(
+        project_of(ctx, project), query=query, ids=ids, kinds=kinds, limit=limit
+    )
+
+
+async def memory_forget(
+    ctx: Ctx,
+    ids: Annotated[Ids | None, Field(description="Records to delete (observations, memories, sessions).")] = None,
+    kind: Annotated[
+        Literal["observation", "memory", "session"] | None, Field(description="Filter: only this kind.")
+    ] = None,
+    session_id: Annotated[str | None, Field(max_length=128, description="Filter: only this session.")] = None,
+    since: When = None,
+    until: When = None,
+    dry_run: Annotated[bool, Field(description="Only report what would be deleted.")] = False,
+    project: Project = None,
+) -> ForgetResult:
+    """Delete records for good, by id or by filter (a whole memory chain, a session with its observations)."""
+    return await app_of(ctx).forget.forget(
+        project_of(ctx, project),
+        ids=ids,
+        kind=kind,
+        session_id=session_id,
+        since=since,
+        until=until,
+        dry_run=dry_run,
+    )
+
+
+def register_memories(server: MCPServer[AppContext]) -> None:
+    """Add the long-term memory tools to the server."""
+    register(server, memory_save, title="Save a memory", read_only=False)
+    register(server, memory_get, title="Get a memory with its history", read_only=True)
+    register(server, memory_smart_search, title="Search all memory", read_only=True)
+    register(server, memory_forget, title="Forget records", read_only=False, destructive=True, idempotent=True)

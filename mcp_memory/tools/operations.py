@@ -1,0 +1,51 @@
+"""Operations tools: diagnose, export, import."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from mcp.server.mcpserver import MCPServer
+from pydantic import Field
+
+from mcp_memory.context import AppContext
+from mcp_memory.models.results import DiagnoseResult, ExportResult, ImportResult
+from mcp_memory.tools._common import Ctx, Project, app_of, project_of, register
+
+FilePath = Annotated[
+    str | None, Field(max_length=4_096, description="File on the server's disk (if the server allows it).")
+]
+
+
+async def memory_diagnose(ctx: Ctx) -> DiagnoseResult:
+    """Check health: schema version, record counts, integrity, index consistency and search latency."""
+    return await app_of(ctx).operations.diagnose()
+
+
+async def memory_export(
+    ctx: Ctx,
+    all_projects: Annotated[bool, Field(description="Export every project instead of one.")] = False,
+    path: FilePath = None,
+    overwrite: Annotated[bool, Field(description="Replace an existing file at path.")] = False,
+    project: Project = None,
+) -> ExportResult:
+    """Export memory as versioned JSON (inline, or to a file), for backup or moving between machines."""
+    projects = None if all_projects else [project_of(ctx, project)]
+    return await app_of(ctx).operations.export(projects, path, overwrite)
+
+
+async def memory_import(
+    ctx: Ctx,
+    document: Annotated[
+        dict[str, Any] | None, Field(description="An export document as returned by memory_export.")
+    ] = None,
+    path: FilePath = None,
+) -> ImportResult:
+    """Import a memory_export document; safe to repeat (existing records are kept unless the import is newer)."""
+    return await app_of(ctx).operations.import_(document, path)
+
+
+def register_operations(server: MCPServer[AppContext]) -> None:
+    """Add the operations tools to the server."""
+    register(server, memory_diagnose, title="Diagnose memory health", read_only=True)
+    register(server, memory_export, title="Export memory", read_only=False, idempotent=True)
+    register(server, memory_import, title="Import memory", read_only=False, idempotent=True)

@@ -1,0 +1,71 @@
+"""Shared fixtures: real SQLite files in temporary folders and real MCP sessions through the SDK."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Callable
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+from mcp import Client
+from mcp_types import CallToolResult
+
+from mcp_memory.config import Settings
+from mcp_memory.server import build_server
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+class FakeClock:
+    """A clock the test moves by hand (no sleeping)."""
+
+    def __init__(self, start: datetime | None = None) -> None:
+        self.now = start or datetime(2026, 1, 5, 9, 0, tzinfo=UTC)
+
+    def __call__(self) -> datetime:
+        return self.now
+
+    def advance(self, **delta: float) -> None:
+        self.now += timedelta(**delta)
+
+
+@pytest.fixture
+def clock() -> FakeClock:
+    return FakeClock()
+
+
+@pytest.fixture
+def settings(tmp_path: Path) -> Settings:
+    return Settings(db=tmp_path / "memory.db", project="test", synchronous="normal")
+
+
+@pytest.fixture
+async def client(settings: Settings, clock: FakeClock) -> AsyncIterator[Client]:
+    async with Client(build_server(settings, clock)) as connected:
+        yield connected
+
+
+async def call(client: Client, tool: str, **arguments: Any) -> dict[str, Any]:
+    """Call a tool that must succeed; returns its structured result."""
+    result = await client.call_tool(tool, arguments)
+    assert not result.is_error, _text(result)
+    assert result.structured_content is not None
+    return result.structured_content
+
+
+async def call_error(client: Client, tool: str, **arguments: Any) -> str:
+    """Call a tool that must fail; returns the error text the model would read."""
+    result = await client.call_tool(tool, arguments)
+    assert result.is_error, f"{tool} unexpectedly succeeded: {result.structured_content}"
+    return _text(result)
+
+
+def _text(result: CallToolResult) -> str:
+    return " ".join(getattr(block, "text", "") for block in result.content)
+
+
+Caller = Callable[..., Any]
