@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from mcp_memory.errors import StorageError
+
 if TYPE_CHECKING:
     from mcp_memory.db import Database
 
@@ -244,6 +246,12 @@ async def apply_migrations(db: Database) -> int:
         await conn.execute(
             "CREATE TABLE IF NOT EXISTS schema_migrations ("
             " version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at TEXT NOT NULL)"
+        )
+        newest = int(await conn.fetchval("SELECT coalesce(max(version), 0) FROM schema_migrations") or 0)
+    known = MIGRATIONS[-1][0]
+    if newest > known:
+        raise StorageError(
+            f"{db.path} has schema version {newest}, newer than this mcp-memory knows ({known}); upgrade mcp-memory"
         )
     version = 0
     for number, name, statements in MIGRATIONS:

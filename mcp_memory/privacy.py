@@ -13,7 +13,7 @@ from bisect import bisect_right
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
-__all__ = ["PrivacyFilter", "Redaction", "merge_counts"]
+__all__ = ["PrivacyFilter", "Redaction", "merge_counts", "without_markers"]
 
 _PRIVATE_MARKER = "[private]"
 
@@ -93,6 +93,17 @@ def _assigned_value(m: re.Match[str]) -> _Span:
     return (start, start + len(value)) if _is_secret(value, quoted=False, strict=strict) else None
 
 
+def _prose_value(m: re.Match[str]) -> _Span:
+    # "the wifi password is 'x'" / "password was hunter2": quoted, or a word with digits or symbols.
+    for name in ("dq", "sq"):
+        if m.group(name) is not None:
+            return m.span(name) if _is_secret(m.group(name), quoted=True) else None
+    value = m.group("uq").rstrip(".:!?")
+    start = m.start("uq")
+    looks_random = len(value) >= 6 and not value.isalpha()
+    return (start, start + len(value)) if looks_random and _is_secret(value, quoted=False) else None
+
+
 @dataclass(frozen=True, slots=True)
 class _Rule:
     kind: str
@@ -147,6 +158,11 @@ _GENERIC = (
         r"(?:[ \t]{0,5}:[ \t]{0,5}[A-Za-z_][\w.\[\]|, ]{0,60}?(?=[ \t]{1,5}=[^=]))?"
         r"(?P<pre>[ \t]{0,5})(?P<sep>=>|:=|=(?!=)|:)(?P<post>[ \t]{0,5})" + _VALUE,
         _assigned_value,
+    ),
+    _rule(
+        "password_assignment",
+        r"(?i)(?=[psta])" + _KEYWORDS + r"[ \t]{1,5}(?:is|was)[ \t]{1,5}(?:now[ \t]{1,5})?" + _VALUE,
+        _prose_value,
     ),
     _rule(
         "password_assignment",
@@ -216,6 +232,11 @@ def _strip_private(text: str, counts: dict[str, int]) -> str:
     if removed:
         counts["private"] = removed
     return text
+
+
+def without_markers(text: str) -> str:
+    """`text` with our own `[private]` / `[REDACTED:…]` markers taken out (to see what is left)."""
+    return _MARKER.sub(" ", text)
 
 
 class PrivacyFilter:

@@ -13,6 +13,7 @@ from mcp_memory.clock import Clock, system_clock
 from mcp_memory.config import Settings
 from mcp_memory.context import AppContext, open_app
 from mcp_memory.tools import register_all
+from mcp_memory.tools._common import check_arguments
 
 INSTRUCTIONS = """\
 mcp-memory keeps durable memory across sessions for this project.
@@ -77,6 +78,7 @@ def build_server(settings: Settings, clock: Clock = system_clock) -> MCPServer[A
         version=__version__,
         lifespan=lifespan,
         log_level=settings.log_level,
+        middleware=[check_arguments],
     )
     register_all(server)
     return server

@@ -364,3 +364,22 @@ def test_clean_is_idempotent_on_secret_like_fragments(text: str) -> None:
     first = F.clean(text)
     assert all(n > 0 for n in first.counts.values())
     assert F.clean(first.text) == Redaction(first.text, {})
+
+
+@pytest.mark.parametrize(
+    ("text", "secret"),
+    [
+        ("the wifi password is 'hunter2-s3cr3t'", "hunter2-s3cr3t"),
+        ("Password was " + "Tr0ub4dor&3.", "Tr0ub4dor&3"),
+        ("the api_key is now " + "abc123XYZ789", "abc123XYZ789"),
+    ],
+)
+def test_secret_stated_in_prose_is_redacted(text: str, secret: str) -> None:
+    result = PrivacyFilter().clean(text)
+    assert secret not in result.text
+    assert result.counts == {"password_assignment": 1}
+
+
+@pytest.mark.parametrize("text", ["the password is stored in the vault", "the token is expired", "pin is unknown"])
+def test_prose_about_secrets_is_kept(text: str) -> None:
+    assert PrivacyFilter().clean(text) == Redaction(text=text, counts={})

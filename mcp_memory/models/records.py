@@ -27,7 +27,7 @@ class Session(Record):
     folded_digest: str | None = Field(
         None, description="Titles of older low-value observations folded away to respect the per-session cap."
     )
-    observation_count: int = 0
+    observation_count: int = Field(0, description="Observations ever recorded, including folded ones.")
     folded_count: int = 0
     created_at: str
     updated_at: str

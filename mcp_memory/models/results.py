@@ -66,13 +66,16 @@ class SessionView(BaseModel):
 
     id: str
     title: str | None
-    status: Literal["active", "idle", "ended"]
+    status: Literal["active", "idle", "ended"] = Field(
+        description="active: open and recently used; idle: open but unused for session_idle_minutes; ended."
+    )
     agent_id: str | None
     started_at: str
     last_activity_at: str
     ended_at: str | None
-    observation_count: int
-    folded_count: int
+    observation_count: int = Field(description="Observations kept in the session.")
+    recorded_count: int = Field(description="Observations ever recorded, including those folded away.")
+    folded_count: int = Field(description="Observations folded into the session digest to respect the cap.")
     summary: str | None
 
 

@@ -121,6 +121,17 @@ class MemoryRepository(Repository):
         )
         return [r[0] for r in rows]
 
+    async def latest_in_sessions(self, session_ids: Sequence[str], project: str) -> list[Memory]:
+        """Latest memory versions saved in any of these sessions."""
+        if not session_ids:
+            return []
+        rows = await self.conn.fetchall(
+            f"SELECT {_COLUMNS} FROM memories WHERE project = ? AND is_latest = 1 "
+            f"AND session_id IN ({placeholders(len(session_ids))})",
+            (project, *session_ids),
+        )
+        return [_memory(r) for r in rows]
+
     async def delete_chain(self, root_id: str, project: str) -> list[str]:
         """Delete every version of a chain; returns the deleted ids."""
         rows = await self.conn.fetchall("SELECT id FROM memories WHERE root_id = ? AND project = ?", (root_id, project))

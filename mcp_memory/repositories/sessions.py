@@ -54,10 +54,13 @@ class SessionRepository(Repository):
         )
 
     async def latest_open(self, project: str, agent_id: str | None) -> Session | None:
-        """The most recently active session of this agent that has not ended."""
+        """The agent's most recently active open session among those the server started (`ses_…`).
+
+        Sessions a caller named itself are its own conversations: only that caller, by name, adds to them.
+        """
         row = await self.conn.fetchone(
             f"SELECT {_COLUMNS} FROM sessions WHERE project = ? AND agent_id IS ? AND ended_at IS NULL "
-            "ORDER BY last_activity_at DESC LIMIT 1",
+            "AND id LIKE 'ses\\_%' ESCAPE '\\' ORDER BY last_activity_at DESC LIMIT 1",
             (project, agent_id),
         )
         return None if row is None else Session(**row_dict(row))
@@ -76,6 +79,9 @@ class SessionRepository(Repository):
             (at, at, session_id),
         )
 
+    async def reopen(self, session_id: str, at: str) -> None:
+        await self.conn.execute("UPDATE sessions SET ended_at = NULL, updated_at = ? WHERE id = ?", (at, session_id))
+
     async def add_folded(self, session_id: str, digest: str, count: int, at: str) -> None:
         """Record that `count` observations were folded into the session's digest."""
         await self.conn.execute(
@@ -83,19 +89,39 @@ class SessionRepository(Repository):
             (digest, count, at, session_id),
         )
 
-    async def page(self, project: str, status: str, limit: int, offset: int) -> tuple[list[Session], int]:
-        """Sessions newest first, filtered by status (active, ended, all), and the total."""
-        where = "project = ?"
-        if status == "active":
+    async def page(
+        self, project: str, status: str, idle_before: str, limit: int, offset: int
+    ) -> tuple[list[Session], int]:
+        """Sessions most recently active first, by status (active, idle, open, ended, all), and the total.
+
+        Open sessions last active before `idle_before` are idle; the others are active.
+        """
+        where, params = "project = ?", [project]
+        if status in ("active", "idle", "open"):
             where += " AND ended_at IS NULL"
+        if status == "active":
+            where += " AND last_activity_at >= ?"
+            params.append(idle_before)
+        elif status == "idle":
+            where += " AND last_activity_at < ?"
+            params.append(idle_before)
         elif status == "ended":
             where += " AND ended_at IS NOT NULL"
         rows = await self.conn.fetchall(
             f"SELECT {_COLUMNS} FROM sessions WHERE {where} ORDER BY last_activity_at DESC, id DESC LIMIT ? OFFSET ?",
-            (project, limit, offset),
+            (*params, limit, offset),
         )
-        total = await self.conn.fetchval(f"SELECT count(*) FROM sessions WHERE {where}", (project,))
+        total = await self.conn.fetchval(f"SELECT count(*) FROM sessions WHERE {where}", params)
         return [Session(**row_dict(r)) for r in rows], int(total)
+
+    async def ids_started_between(self, project: str, since: str | None, until: str | None) -> list[str]:
+        """Ids of sessions started within [since, until] (either bound may be open)."""
+        rows = await self.conn.fetchall(
+            "SELECT id FROM sessions WHERE project = ? AND started_at >= coalesce(?, '') "
+            "AND started_at <= coalesce(?, '9999') ORDER BY id",
+            (project, since, until),
+        )
+        return [r[0] for r in rows]
 
     async def all_in_project(self, project: str) -> list[Session]:
         rows = await self.conn.fetchall(f"SELECT {_COLUMNS} FROM sessions WHERE project = ? ORDER BY id", (project,))

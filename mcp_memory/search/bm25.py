@@ -281,13 +281,6 @@ class Partition:
         order = np.argsort(-self._at[docs], kind="stable")
         return [self.keys[i] or "" for i in docs[order].tolist()]
 
-    def keep(self, keys: Sequence[str], flt: Filter) -> list[str]:
-        """The subset of `keys` that are live and pass the filter."""
-        docs = np.asarray([i for k in keys if (i := self.local.get(k)) is not None], dtype=np.int32)
-        if len(docs) == 0:
-            return []
-        return [self.keys[i] or "" for i in docs[self._mask(docs, flt)].tolist()]
-
     def kind_counts(self) -> dict[int, int]:
         """Live documents per kind code."""
         live = self._kind[: len(self.keys)][self._alive[: len(self.keys)]]
@@ -300,13 +293,19 @@ class Partition:
         blob = None if i is None else self.blobs[i]
         return None if blob is None else decode_terms(blob)["t"]
 
-    def postings_of(self, term: int) -> list[str]:
-        """Keys of the live documents containing `term`."""
-        postings = self._postings.get(term)
-        if postings is None:
+    def containing_any(self, terms: Sequence[int], flt: Filter) -> list[str]:
+        """Keys of the live documents passing `flt` that contain at least one of `terms`."""
+        arrays = []
+        for term in terms:
+            postings = self._postings.get(term)
+            if postings is not None:
+                postings.settle()
+                arrays.append(postings.docs)
+        if not arrays:
             return []
-        postings.settle()
-        docs = postings.docs[self._alive[postings.docs]]
+        docs = np.unique(np.concatenate(arrays))
+        docs = docs[self._alive[docs]]
+        docs = docs[self._mask(docs, flt)]
         return [self.keys[i] or "" for i in docs.tolist()]
 
     def attrs_of(self, key: str) -> DocAttrs | None:

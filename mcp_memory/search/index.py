@@ -168,10 +168,7 @@ class SearchIndex:
             return set()
         ordered = sorted(terms, key=lambda t: (partition.df.get(t, 0), t))
         prefix = ordered[: len(ordered) - int(min_share * len(ordered))]
-        found: set[str] = set()
-        for term in prefix:
-            found.update(partition.postings_of(term))
-        return set(partition.keep(sorted(found), low))
+        return set(partition.containing_any(prefix, low))
 
     # -- statistics -------------------------------------------------------------------------------
 

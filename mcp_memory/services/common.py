@@ -12,7 +12,7 @@ from mcp_memory.clock import Clock, epoch, parse_moment, to_iso
 from mcp_memory.config import Settings
 from mcp_memory.db import Database
 from mcp_memory.errors import InvalidInputError
-from mcp_memory.privacy import PrivacyFilter
+from mcp_memory.privacy import PrivacyFilter, without_markers
 from mcp_memory.search.index import SearchIndex
 from mcp_memory.services.indexing import Indexer
 
@@ -20,6 +20,7 @@ GLOBAL_PROJECT = "*"
 """The project name of the global scope (lessons and slots shared by every project)."""
 
 _PROJECT = re.compile(r"^[^\x00-\x1f*/\\]{1,128}$")
+_DATE_ONLY = re.compile(r"^\d{4}-\d{2}-\d{2}$")
 _SESSION_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:@-]{0,127}$")
 
 
@@ -75,6 +76,13 @@ class Scrubber:
     def summary(self) -> dict[str, int]:
         return dict(self.counts)
 
+    def required(self, field: str, value: str) -> str:
+        """Scrub a required text; refuse it when nothing but private or secret parts was in it."""
+        cleaned = self.text(value)
+        if not any(ch.isalnum() for ch in without_markers(cleaned)):
+            raise InvalidInputError(field, "must contain text other than private or secret parts")
+        return cleaned
+
 
 def check_project(project: str) -> str:
     """A project name as given, or an error naming the field."""
@@ -105,8 +113,10 @@ def moment(field: str, value: str | None) -> str | None:
 
 
 def time_window(since: str | None, until: str | None) -> tuple[str | None, str | None]:
-    """A validated (since, until) pair of stored times."""
+    """A validated (since, until) pair of stored times; a date-only `until` includes that whole day."""
     start, end = moment("since", since), moment("until", until)
+    if until is not None and end is not None and _DATE_ONLY.match(until.strip()):
+        end = to_iso(parse_moment(until) + timedelta(days=1, microseconds=-1))
     if start and end and start > end:
         raise InvalidInputError("since", "must not be later than until")
     return start, end

@@ -11,6 +11,7 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from mcp_memory.privacy import without_markers
 from mcp_memory.search.stopwords import STOP_WORDS
 
 TITLE_CHARS = 120
@@ -133,7 +134,7 @@ def compress(
         facts = extract_facts(rest) if len(parts) > 1 else []
     found_files = list(files) if files is not None else extract_files(content)
     if concepts is None:
-        concepts = extract_concepts(f"{title or ''}\n{content}", exclude=found_files)
+        concepts = extract_concepts(without_markers(f"{title or ''}\n{content}"), exclude=found_files)
     return Compressed(
         title=made_title or "(empty)",
         facts=_dedupe([shorten(f, FACT_CHARS) for f in facts], MAX_FACTS * 4),

@@ -29,6 +29,7 @@ CONTENT_INDEX_CHARS = 8_000
 """Content beyond this is stored but not indexed: a huge tool output would drown its own title."""
 
 DIGEST_CHARS = 6_000
+SESSION_STATUSES = ("active", "idle", "open", "ended", "all")
 
 
 def observation_doc(obs: Observation) -> DocSpec:
@@ -91,9 +92,7 @@ class EpisodicService(Service):
     ) -> ObserveResult:
         """Store one observation in the caller's (or the current) session and index it."""
         scrub = self.scrubber()
-        content = scrub.text(content)
-        if not content.strip():
-            raise InvalidInputError("content", "must contain text other than private or redacted parts")
+        content = scrub.required("content", content)
         packed = compress(content, scrub.optional(title), scrub.many(facts), scrub.many(concepts), scrub.many(files))
         when = moment("occurred_at", occurred_at)
         now = self.now_iso()
@@ -150,6 +149,10 @@ class EpisodicService(Service):
             check_session_id(session_id)
             found = await repo.get_or_none(session_id, project)
             if found is not None:
+                if found.ended_at is not None:
+                    # The caller came back to a conversation it had closed: it is active again.
+                    await repo.reopen(found.id, now)
+                    tx.changed("session", found.id, "reopen")
                 return found, False
             if await repo.exists_anywhere(session_id):
                 # Another project owns this id; say only that it cannot be used here.
@@ -204,11 +207,11 @@ class EpisodicService(Service):
 
     async def sessions(self, project: str, status: str, limit: int, offset: int) -> SessionList:
         """Sessions of a project, most recently active first."""
-        if status not in ("active", "ended", "all"):
-            raise InvalidInputError("status", "must be active, ended or all")
-        async with self.db.read() as conn:
-            found, total = await SessionRepository(conn).page(project, status, limit, offset)
+        if status not in SESSION_STATUSES:
+            raise InvalidInputError("status", f"must be one of {', '.join(SESSION_STATUSES)}")
         cutoff = idle_cutoff(self.now(), self.settings.session_idle_minutes)
+        async with self.db.read() as conn:
+            found, total = await SessionRepository(conn).page(project, status, cutoff, limit, offset)
         views = [
             SessionView(
                 id=s.id,
@@ -218,7 +221,8 @@ class EpisodicService(Service):
                 started_at=s.started_at,
                 last_activity_at=s.last_activity_at,
                 ended_at=s.ended_at,
-                observation_count=s.observation_count,
+                observation_count=s.observation_count - s.folded_count,
+                recorded_count=s.observation_count,
                 folded_count=s.folded_count,
                 summary=shorten(s.summary, 600) if s.summary else None,
             )

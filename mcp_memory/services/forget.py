@@ -14,6 +14,7 @@ from mcp_memory.repositories.observations import ObservationRepository
 from mcp_memory.repositories.relations import RelationRepository
 from mcp_memory.repositories.sessions import SessionRepository
 from mcp_memory.services.common import Service, time_window
+from mcp_memory.services.memories import memory_doc
 
 FORGETTABLE = ("observation", "memory", "session")
 
@@ -66,6 +67,10 @@ class ForgetService(Service):
                 MemoryRepository(tx),
                 SessionRepository(tx),
             )
+            # Memories outlive the session they were saved in; their index entries must forget it too.
+            orphans = [
+                m.id for m in await memories.latest_in_sessions(plan.sessions, project) if m.id not in plan.memories
+            ]
             for session in plan.sessions:
                 await sessions.delete(session)  # cascades to the session's observations
             await observations.delete(plan.observations)
@@ -74,6 +79,7 @@ class ForgetService(Service):
             doomed = [*plan.observations, *plan.memories, *plan.sessions]
             await RelationRepository(tx).delete_touching(doomed)
             await self.deps.indexer.drop(tx, doomed)
+            await self.deps.indexer.put_many(tx, [memory_doc(m) for m in await memories.get_many(orphans, project)])
             for kind_name, id_list in plan.as_dict().items():
                 for record_id in id_list:
                     tx.changed(kind_name, record_id, "delete")
@@ -116,8 +122,11 @@ class ForgetService(Service):
                 plan.memory_roots += await memories.root_ids_matching(
                     project, None, since, until, session_id=session_id
                 )
-            if kind in (None, "session") and session_id is not None and since is None and until is None:
-                plan.sessions.append(session_id)
+            if kind in (None, "session"):
+                if session_id is not None and since is None and until is None:
+                    plan.sessions.append(session_id)
+                elif session_id is None:
+                    plan.sessions += await sessions.ids_started_between(project, since, until)
         for session in plan.sessions:
             plan.observations += await observations.ids_in_session(session)
         for root in dict.fromkeys(plan.memory_roots):

@@ -137,7 +137,7 @@ class Indexer:
                 async with db.transaction("reindex") as tx:
                     await self.put_many(tx, batch)
                 total += len(batch)
-            logger.info("re-analysed %s records", kind)
+            logger.debug("re-analysed %s records", kind)
         async with db.transaction("reindex") as tx:
             await MetaRepository(tx).set("analyzer_version", str(ANALYZER_VERSION))
         return total

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Sequence
 
 from mcp_memory.db import Database, Tx
-from mcp_memory.errors import ConflictError, InvalidInputError
+from mcp_memory.errors import ConflictError
 from mcp_memory.ids import new_id
 from mcp_memory.models.records import Memory
 from mcp_memory.models.results import MemoryDetail, MemoryVersion, SaveResult
@@ -54,7 +54,7 @@ class MemoryService(Service):
         title: str | None = None,
         concepts: Sequence[str] | None = None,
         files: Sequence[str] | None = None,
-        importance: float = 0.5,
+        importance: float | None = None,
         ref: str | None = None,
         occurred_at: str | None = None,
         supersedes: str | None = None,
@@ -63,9 +63,7 @@ class MemoryService(Service):
     ) -> SaveResult:
         """Store a memory; a near-duplicate of a live memory (or the one named) becomes its new version."""
         scrub = self.scrubber()
-        content = scrub.text(content).strip()
-        if not content:
-            raise InvalidInputError("content", "must contain text other than private or redacted parts")
+        content = scrub.required("content", content).strip()
         now = self.now_iso()
         agent = agent_id or self.settings.agent_id
         draft = Memory(
@@ -78,19 +76,24 @@ class MemoryService(Service):
             content=content,
             concepts=sorted({c.strip().casefold() for c in scrub.many(concepts) or [] if c.strip()}),
             files=list(dict.fromkeys(f.strip() for f in scrub.many(files) or [] if f.strip())),
-            importance=importance,
+            importance=0.5 if importance is None else importance,
             ref=scrub.optional(ref),
             occurred_at=moment("occurred_at", occurred_at),
             root_id="",
             created_at=now,
             updated_at=now,
         )
+        optional = {
+            "title": title, "concepts": concepts, "files": files, "importance": importance, "ref": ref,
+            "occurred_at": occurred_at, "session_id": session_id,
+        }  # fmt: skip
+        given = {name for name, value in optional.items() if value is not None}
         async with self.db.transaction("memory_save", actor=agent, project=project) as tx:
             if session_id is not None:
                 await SessionRepository(tx).get(session_id, project)
             repo = MemoryRepository(tx)
             parent, similarity = await self._predecessor(repo, draft, supersedes)
-            if parent is not None and _same(parent, draft):
+            if parent is not None and _same(parent, draft, given):
                 return SaveResult(
                     id=parent.id,
                     kind=parent.kind,
@@ -99,8 +102,14 @@ class MemoryService(Service):
                     unchanged=True,
                     redacted=scrub.summary(),
                 )
+            inherited = {
+                name: getattr(parent, name)
+                for name in ("title", "concepts", "files", "importance")
+                if parent is not None and name not in given
+            }
             mem = draft.model_copy(
-                update={
+                update=inherited
+                | {
                     "root_id": parent.root_id if parent else draft.id,
                     "parent_id": parent.id if parent else None,
                     "version": parent.version + 1 if parent else 1,
@@ -132,9 +141,10 @@ class MemoryService(Service):
         if supersedes is not None:
             named = await repo.get(supersedes, draft.project)
             if not named.is_latest:
+                chain = await repo.chain(named.root_id, draft.project)
+                latest = next((m.id for m in chain if m.is_latest), named.superseded_by)
                 raise ConflictError(
-                    f"supersedes: {supersedes} was already replaced by {named.superseded_by}; "
-                    "supersede the latest version"
+                    f"supersedes: {supersedes} is an old version; the latest is {latest}, supersede that one"
                 )
             return named, round(self._jaccard(terms, named.id), 4)
         known = frozenset(i for t in terms if (i := self.deps.index.vocab.get(t)) is not None)
@@ -193,11 +203,8 @@ class MemoryService(Service):
         await self.deps.indexer.put_many(tx, [memory_doc(m) for m in memories if m.is_latest])
 
 
-def _same(old: Memory, new: Memory) -> bool:
-    """Whether saving `new` would change nothing (fields the caller left out count as unchanged)."""
-    return (
-        (old.content, old.kind) == (new.content, new.kind)
-        and new.title in (None, old.title)
-        and (not new.concepts or new.concepts == old.concepts)
-        and (not new.files or new.files == old.files)
-    )
+def _same(old: Memory, new: Memory, given: set[str]) -> bool:
+    """Whether saving `new` would change nothing: same content and kind, and every field the caller gave."""
+    if (old.content, old.kind) != (new.content, new.kind):
+        return False
+    return all(getattr(old, name) == getattr(new, name) for name in given)

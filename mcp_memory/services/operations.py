@@ -22,13 +22,16 @@ from mcp_memory.repositories.observations import ObservationRepository
 from mcp_memory.repositories.search_docs import SearchDocRepository
 from mcp_memory.search.analyzer import ANALYZER_VERSION
 from mcp_memory.search.index import SearchFilter
-from mcp_memory.services.common import GLOBAL_PROJECT, Deps, Scrubber, Service, check_project
+from mcp_memory.services.common import GLOBAL_PROJECT, Deps, Scrubber, Service, check_project, moment
 
 EXPORT_FORMAT = "mcp-memory-export"
 EXPORT_VERSION = 1
 
 Reindexer = Callable[[Tx, Sequence[Any]], Awaitable[None]]
 """Brings the index in line with freshly imported records of one table."""
+
+# Only these tables have a global scope ("*"); anything else there would be out of every tool's reach.
+_GLOBAL_TABLES = {"lessons", "slots"}
 
 # Columns that hold identifiers, times or enumerations rather than free text: never scrubbed.
 _NOT_TEXT = {
@@ -142,8 +145,11 @@ class OperationsService(Service):
         if await target.exists() and not overwrite:
             raise InvalidInputError("path", f"{target} exists; pass overwrite=true to replace it")
         temporary = target.with_name(target.name + ".tmp")
-        await temporary.write_text(json.dumps(document, ensure_ascii=False, indent=1, sort_keys=True))
-        await temporary.replace(target)  # atomic: a crash never leaves half an export behind
+        try:
+            await temporary.write_text(json.dumps(document, ensure_ascii=False, indent=1, sort_keys=True))
+            await temporary.replace(target)  # atomic: a crash never leaves half an export behind
+        except OSError as exc:
+            raise InvalidInputError("path", f"cannot write {target}: {exc.strerror or exc}") from None
         return ExportResult(counts=counts, path=str(target))
 
     async def import_(self, document: dict[str, Any] | None, path: str | None) -> ImportResult:
@@ -237,14 +243,19 @@ def _parse_row(spec: TableSpec, index: int, row: Any, scrub: Scrubber) -> BaseMo
         err = exc.errors()[0]
         raise ImportFormatError(f"{where}.{'.'.join(map(str, err['loc']))}: {err['msg']}") from None
     project = getattr(record, "project", None)
-    if project is not None and project != GLOBAL_PROJECT:
+    if project is not None and not (project == GLOBAL_PROJECT and spec.name in _GLOBAL_TABLES):
         try:
             check_project(project)
         except InvalidInputError as exc:
             raise ImportFormatError(f"{where}.project: {exc.rule}") from None
     cleaned: dict[str, Any] = {}
     for name, value in record.model_dump().items():
-        if name in _NOT_TEXT or name.endswith("_at"):
+        if (name.endswith("_at") or name == "due") and value is not None:
+            try:
+                cleaned[name] = moment(name, value)  # stored times are always UTC "…Z" text
+            except InvalidInputError as exc:
+                raise ImportFormatError(f"{where}.{name}: {exc.rule}") from None
+        elif name in _NOT_TEXT:
             cleaned[name] = value
         elif isinstance(value, str):
             cleaned[name] = scrub.text(value)

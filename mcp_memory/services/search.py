@@ -50,6 +50,8 @@ class SearchService(Service):
         )
         found = self.deps.index.search(project, query, flt, limit)
         async with self.db.read() as conn:
+            if session_id is not None:
+                await SessionRepository(conn).get(session_id, project)
             hits = await self._render(conn, project, found)
         return RecallResult(project=project, query=query, hits=hits)
 

@@ -6,10 +6,12 @@ import functools
 from collections.abc import Awaitable, Callable
 from typing import Annotated, Any, ParamSpec, TypeVar
 
+from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
-from mcp_types import ToolAnnotations
-from pydantic import Field
+from mcp.server.mcpserver.utilities.func_metadata import FuncMetadata, func_metadata
+from mcp_types import CallToolResult, TextContent, ToolAnnotations
+from pydantic import Field, ValidationError
 
 from mcp_memory.context import AppContext
 from mcp_memory.errors import MCPMemoryError
@@ -99,6 +101,42 @@ def domain_errors(fn: Callable[P, Awaitable[R]]) -> Callable[P, Awaitable[R]]:
     return wrapper
 
 
+_ARGUMENTS: dict[str, FuncMetadata] = {}
+"""Argument models of every registered tool, by name (the tool functions are module-level)."""
+
+
+async def check_arguments(ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> HandlerResult:
+    """Server middleware: refuse unknown arguments and report invalid ones briefly, naming the field.
+
+    The SDK silently drops unknown arguments (so a typo like `sesion_id` would go unnoticed) and its
+    validation messages echo part of the rejected value, which may be the start of a secret.
+    """
+    if ctx.method == "tools/call" and ctx.params:
+        name = ctx.params.get("name")
+        meta = _ARGUMENTS.get(name) if isinstance(name, str) else None
+        arguments = ctx.params.get("arguments") or {}
+        if meta is not None and isinstance(arguments, dict):
+            problem = _argument_problem(meta, arguments)
+            if problem:
+                text = f"Error executing tool {name}: {problem}"
+                return CallToolResult(content=[TextContent(type="text", text=text)], is_error=True)
+    return await call_next(ctx)
+
+
+def _argument_problem(meta: FuncMetadata, arguments: dict[str, Any]) -> str | None:
+    fields = meta.arg_model.model_fields
+    known = {f.alias or n for n, f in fields.items()}
+    unknown = sorted(set(arguments) - known)
+    if unknown:
+        return f"{unknown[0]}: unknown argument; valid arguments are {', '.join(sorted(known))}"
+    try:
+        meta.arg_model.model_validate(meta.pre_parse_json(arguments))
+    except ValidationError as exc:
+        problems = [f"{'.'.join(str(p) for p in err['loc'])}: {err['msg']}" for err in exc.errors()[:3]]
+        return "; ".join(problems)
+    return None
+
+
 def register(
     server: MCPServer[AppContext],
     fn: Callable[..., Awaitable[Any]],
@@ -109,6 +147,7 @@ def register(
     idempotent: bool = False,
 ) -> None:
     """Register one tool (name = function name, description = first docstring paragraph)."""
+    _ARGUMENTS[fn.__name__] = func_metadata(fn, skip_names=["ctx"])
     server.add_tool(
         domain_errors(fn),
         name=fn.__name__,

@@ -112,7 +112,10 @@ async def memory_recall(
 
 async def memory_sessions(
     ctx: Ctx,
-    status: Annotated[Literal["active", "ended", "all"], Field(description="Which sessions to list.")] = "all",
+    status: Annotated[
+        Literal["active", "idle", "open", "ended", "all"],
+        Field(description="active (recently used), idle (open but unused), open (both), ended, or all."),
+    ] = "all",
     limit: Limit = 20,
     offset: Offset = 0,
     project: Project = None,

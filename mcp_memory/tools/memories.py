@@ -15,7 +15,6 @@ from mcp_memory.tools._common import (
     Ctx,
     Files,
     Ids,
-    Importance,
     Limit,
     OccurredAt,
     Project,
@@ -46,7 +45,9 @@ async def memory_save(
     title: Annotated[str | None, Field(max_length=300, description="Short title.")] = None,
     concepts: Concepts = None,
     files: Files = None,
-    importance: Importance = 0.5,
+    importance: Annotated[
+        float | None, Field(ge=0.0, le=1.0, description="0 (trivia) to 1 (critical); default 0.5.")
+    ] = None,
     supersedes: Annotated[
         str | None,
         Field(max_length=128, description="Id of the memory this one replaces (else found by similarity)."),

@@ -1,0 +1,169 @@
+"""The database layer: migrations, atomic writes, savepoints, audit log, readers beside a writer."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from pathlib import Path
+
+import anyio
+import pytest
+
+from mcp_memory.db import Database
+from mcp_memory.errors import ConflictError, StorageError
+from mcp_memory.migrations import MIGRATIONS, apply_migrations
+
+SPEC_TABLES = {
+    "sessions", "observations", "memories", "lessons", "outcomes", "mistake_cards", "slots", "actions",
+    "action_dependencies", "relations", "audit_log",
+}  # fmt: skip
+
+
+def _insert_slot(name: str) -> tuple[str, tuple[str, ...]]:
+    return (
+        "INSERT INTO slots (id, project, name, size_limit, created_at, updated_at) VALUES (?, 'p', ?, 100, 'x', 'x')",
+        (f"slot_{name}", name),
+    )
+
+
+async def test_new_file_gets_every_table_and_records_its_schema_version(tmp_path: Path) -> None:
+    db = await Database.open(tmp_path / "nested" / "dir" / "m.db")
+    try:
+        async with db.read() as conn:
+            tables = {r[0] for r in await conn.fetchall("SELECT name FROM sqlite_master WHERE type = 'table'")}
+            versions = await conn.fetchall("SELECT version, name FROM schema_migrations")
+            mode = await conn.fetchval("PRAGMA journal_mode")
+            fks = await conn.fetchval("PRAGMA foreign_keys")
+        assert tables >= SPEC_TABLES
+        assert [v[0] for v in versions] == [m[0] for m in MIGRATIONS]
+        assert (mode, fks) == ("wal", 1)
+    finally:
+        await db.close()
+
+
+async def test_migrations_are_applied_once(tmp_path: Path) -> None:
+    db = await Database.open(tmp_path / "m.db")
+    try:
+        assert await apply_migrations(db) == MIGRATIONS[-1][0]
+        async with db.read() as conn:
+            assert await conn.fetchval("SELECT count(*) FROM schema_migrations") == len(MIGRATIONS)
+    finally:
+        await db.close()
+    reopened = await Database.open(tmp_path / "m.db")
+    await reopened.close()
+
+
+async def test_a_failed_transaction_leaves_nothing_behind(tmp_path: Path) -> None:
+    db = await Database.open(tmp_path / "m.db")
+    try:
+
+        async def fail_half_way() -> None:
+            async with db.transaction("test") as tx:
+                await tx.execute(*_insert_slot("a"))
+                tx.changed("slot", "slot_a", "create")
+                raise RuntimeError("boom")
+
+        with pytest.raises(RuntimeError):
+            await fail_half_way()
+        async with db.read() as conn:
+            assert await conn.fetchval("SELECT count(*) FROM slots") == 0
+            assert await conn.fetchval("SELECT count(*) FROM audit_log") == 0
+    finally:
+        await db.close()
+
+
+async def test_nested_transaction_is_a_savepoint(tmp_path: Path) -> None:
+    db = await Database.open(tmp_path / "m.db")
+    ran: list[str] = []
+    try:
+        async with db.transaction("outer", actor="agent-1", project="p") as tx:
+            await tx.execute(*_insert_slot("kept"))
+            tx.changed("slot", "slot_kept", "create")
+            tx.on_commit(lambda: ran.append("outer"))
+
+            async def failing_inner() -> None:
+                async with db.transaction("inner") as inner:
+                    await inner.execute(*_insert_slot("dropped"))
+                    inner.changed("slot", "slot_dropped", "create")
+                    inner.on_commit(lambda: ran.append("inner"))
+                    raise ValueError("inner")
+
+            with pytest.raises(ValueError, match="inner"):
+                await failing_inner()
+        async with db.read() as conn:
+            names = [r[0] for r in await conn.fetchall("SELECT name FROM slots")]
+            audit = await conn.fetchall("SELECT actor, project, action, changes FROM audit_log")
+        assert names == ["kept"]
+        assert ran == ["outer"]
+        assert len(audit) == 1
+        assert tuple(audit[0])[:3] == ("agent-1", "p", "outer")
+        assert json.loads(audit[0][3]) == [{"kind": "slot", "id": "slot_kept", "op": "create"}]
+    finally:
+        await db.close()
+
+
+async def test_driver_errors_become_domain_errors(tmp_path: Path) -> None:
+    db = await Database.open(tmp_path / "m.db")
+    try:
+        async with db.transaction("first") as tx:
+            await tx.execute(*_insert_slot("a"))
+        with pytest.raises(ConflictError):
+            async with db.transaction("dup") as tx:
+                await tx.execute(*_insert_slot("a"))
+        with pytest.raises(StorageError):
+            async with db.read() as conn:
+                await conn.fetchall("SELECT * FROM no_such_table")
+    finally:
+        await db.close()
+
+
+async def test_reads_do_not_wait_for_a_write_in_progress(tmp_path: Path) -> None:
+    db = await Database.open(tmp_path / "m.db")
+    writing = anyio.Event()
+    release = anyio.Event()
+    seen: list[int] = []
+
+    async def writer() -> None:
+        async with db.transaction("slow") as tx:
+            await tx.execute(*_insert_slot("new"))
+            writing.set()
+            await release.wait()
+
+    try:
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(writer)
+            await writing.wait()
+            with anyio.fail_after(5):
+                async with db.read() as conn:
+                    seen.append(await conn.fetchval("SELECT count(*) FROM slots"))
+            release.set()
+        async with db.read() as conn:
+            seen.append(await conn.fetchval("SELECT count(*) FROM slots"))
+        assert seen == [0, 1], "the reader saw the last committed state, then the commit"
+    finally:
+        await db.close()
+
+
+async def test_cancelled_transaction_rolls_back(tmp_path: Path) -> None:
+    db = await Database.open(tmp_path / "m.db")
+    try:
+        with anyio.move_on_after(0.2):
+            async with db.transaction("cancelled") as tx:
+                await tx.execute(*_insert_slot("half"))
+                await anyio.sleep_forever()
+        async with db.transaction("after") as tx:  # the writer is usable again
+            await tx.execute(*_insert_slot("whole"))
+        async with db.read() as conn:
+            assert [r[0] for r in await conn.fetchall("SELECT name FROM slots")] == ["whole"]
+    finally:
+        await db.close()
+
+
+async def test_refuses_a_database_from_a_newer_version(tmp_path: Path) -> None:
+    path = tmp_path / "m.db"
+    db = await Database.open(path)
+    await db.close()
+    with sqlite3.connect(path) as raw:
+        raw.execute("INSERT INTO schema_migrations VALUES (999, 'from the future', 'x')")
+    with pytest.raises(StorageError, match="newer"):
+        await Database.open(path)

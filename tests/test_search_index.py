@@ -1,0 +1,254 @@
+"""The BM25 index: equal to rank-bm25's Okapi scores, incremental updates equal to a rebuild."""
+
+from __future__ import annotations
+
+import random
+from collections import Counter
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from rank_bm25 import BM25Okapi
+
+from mcp_memory.search.analyzer import Analyzer
+from mcp_memory.search.bm25 import BM25Params, DocAttrs, Filter, Partition, encode_terms
+from mcp_memory.search.index import IndexDoc, SearchFilter, SearchIndex
+
+TEXTS = [
+    "The deploy failed because the database migration timed out on the orders table.",
+    "We decided to keep SQLite in WAL mode and to take the write lock with BEGIN IMMEDIATE.",
+    "Caroline went to the LGBTQ support group yesterday and found it powerful.",
+    "Melanie painted a lake sunrise last year; painting helps her relax.",
+    "The flaky test in tests/test_db.py was caused by two tasks sharing one connection.",
+    "Use getUserName from src/app/user_service.py instead of reading the session directly.",
+    "The orders table has an index on created_at; the migration added it in May 2023.",
+    "Prefer small commits with messages that say what and why.",
+    "The support group meets every Tuesday evening at the community centre.",
+    "Running the migration again after the timeout fixed the deploy.",
+]
+
+
+def _corpus() -> list[list[str]]:
+    analyzer = Analyzer()
+    return [analyzer.terms(text) for text in TEXTS]
+
+
+def _partition(corpus: list[list[str]], vocab: dict[str, int]) -> Partition:
+    partition = Partition(BM25Params())
+    for i, doc in enumerate(corpus):
+        counts = Counter(vocab.setdefault(t, len(vocab)) for t in doc)
+        partition.add(f"d{i}", encode_terms(counts.items()), len(doc), DocAttrs(1, 0, 0, float(i)))
+    return partition
+
+
+def _dense(partition: Partition, query: list[int], size: int) -> np.ndarray:
+    docs, scores = partition.scores(query)
+    out = np.zeros(size)
+    out[docs] = scores
+    return out
+
+
+@pytest.mark.parametrize(
+    "query",
+    [
+        "when did the deploy fail",
+        "database migration timeout orders",
+        "support group",
+        "getUserName user service",
+        "painting painting lake",  # a repeated word counts twice in rank-bm25
+        "tests/test_db.py connection",
+    ],
+)
+def test_scores_equal_rank_bm25_okapi(query: str) -> None:
+    corpus = _corpus()
+    vocab: dict[str, int] = {}
+    partition = _partition(corpus, vocab)
+    terms = Analyzer().terms(query)
+    expected = BM25Okapi(corpus).get_scores(terms)
+    ours = _dense(partition, [vocab[t] for t in terms if t in vocab], len(corpus))
+    positive = expected > 0
+    assert positive.any()
+    np.testing.assert_allclose(ours[positive], expected[positive], rtol=1e-12)
+    assert not ours[~positive].any(), "documents rank-bm25 scores <= 0 are not returned as positive"
+
+
+def test_stop_words_do_not_score() -> None:
+    corpus = _corpus()
+    vocab: dict[str, int] = {}
+    partition = _partition(corpus, vocab)
+    assert "the" not in vocab
+    assert "and" not in vocab
+    ranked = partition.search([vocab[t] for t in Analyzer().terms("the deploy")], Filter(), 3)
+    assert sorted(key for key, _, _ in ranked) == ["d0", "d9"]
+
+
+def test_search_orders_by_score_then_newer_first() -> None:
+    partition = Partition(BM25Params())
+    blob = encode_terms([(7, 1)])
+    for i in range(5):
+        partition.add(f"d{i}", encode_terms([(i + 100, 1)]), 1, DocAttrs(1, 0, 0, float(i)))
+    partition.add("a", blob, 1, DocAttrs(1, 0, 0, 10.0))
+    partition.add("b", blob, 1, DocAttrs(1, 0, 0, 20.0))
+    ranked = partition.search([7], Filter(), 10)
+    assert [key for key, _, _ in ranked] == ["b", "a"]
+    assert ranked[0][1] == ranked[1][1] > 0
+
+
+def test_tiny_corpus_still_finds_matching_documents() -> None:
+    # With one or two documents every idf is negative; matching documents still come back.
+    partition = Partition(BM25Params())
+    partition.add("only", encode_terms([(1, 1), (2, 1)]), 2, DocAttrs(1, 0, 0, 0.0))
+    assert partition.scores([1])[0].size == 0
+    assert [key for key, _, _ in partition.search([1], Filter(), 5)] == ["only"]
+    assert partition.search([3], Filter(), 5) == []
+
+
+def test_filters_apply_before_ranking() -> None:
+    partition = Partition(BM25Params())
+    for i in range(30):
+        # the ten best-scoring documents are of kind 2; kind 1 documents must still fill the page
+        tf = 5 if i < 10 else 1
+        kind = 2 if i < 10 else 1
+        partition.add(f"d{i}", encode_terms([(1, tf), (2, 1)]), tf + 1, DocAttrs(kind, 0, i % 3, float(i)))
+    ranked = partition.search([1], Filter(kinds=frozenset({1})), 5)
+    assert len(ranked) == 5
+    assert all(int(key[1:]) >= 10 for key, _, _ in ranked)
+    in_session = partition.search([1], Filter(session=1, since=10.0, until=20.0), 100)
+    assert sorted(int(k[1:]) for k, _, _ in in_session) == [i for i in range(10, 21) if i % 3 == 1]
+
+
+operations = st.lists(
+    st.one_of(
+        st.tuples(st.just("add"), st.integers(0, 40), st.lists(st.integers(0, 25), min_size=1, max_size=12)),
+        st.tuples(st.just("remove"), st.integers(0, 40), st.just([])),
+    ),
+    min_size=1,
+    max_size=120,
+)
+
+
+@settings(max_examples=60, deadline=None)
+@given(ops=operations, query=st.lists(st.integers(0, 27), min_size=1, max_size=5))
+def test_incremental_updates_equal_a_rebuild(ops: list[tuple[str, int, list[int]]], query: list[int]) -> None:
+    live = Partition(BM25Params())
+    docs: dict[str, list[int]] = {}
+    for op, number, terms in ops:
+        key = f"k{number}"
+        if op == "add":
+            live.add(key, encode_terms(Counter(terms).items()), len(terms), DocAttrs(1, 0, 0, float(number)))
+            docs[key] = terms
+        else:
+            assert live.remove(key) == (key in docs)
+            docs.pop(key, None)
+    rebuilt = Partition(BM25Params())
+    rebuilt.bulk_load(
+        [(key, encode_terms(Counter(t).items()), len(t), DocAttrs(1, 0, 0, float(key[1:]))) for key, t in docs.items()]
+    )
+    assert live.n_docs == rebuilt.n_docs == len(docs)
+    assert live.df == rebuilt.df
+    got = dict(zip(*(x.tolist() for x in _keys_scores(live, query)), strict=True))
+    want = dict(zip(*(x.tolist() for x in _keys_scores(rebuilt, query)), strict=True))
+    assert got.keys() == want.keys()
+    for key, score in want.items():
+        assert got[key] == pytest.approx(score, rel=1e-9)
+    if docs:
+        corpus = [[str(t) for t in terms] for terms in docs.values()]
+        expected = BM25Okapi(corpus).get_scores([str(t) for t in query])
+        for key, score in zip(docs, expected.tolist(), strict=True):
+            if score > 0:
+                assert got[key] == pytest.approx(score, rel=1e-9)
+            else:
+                assert key not in got
+
+
+def _keys_scores(partition: Partition, query: list[int]) -> tuple[np.ndarray, np.ndarray]:
+    docs, scores = partition.scores(query)
+    return np.array([partition.keys[i] for i in docs.tolist()], dtype=object), scores
+
+
+def test_compaction_keeps_results() -> None:
+    partition = Partition(BM25Params())
+    rng = random.Random(7)
+    for i in range(3000):
+        terms = [rng.randrange(50) for _ in range(6)]
+        partition.add(f"d{i}", encode_terms(Counter(terms).items()), len(terms), DocAttrs(1, 0, 0, float(i)))
+    for i in range(0, 3000, 3):
+        partition.remove(f"d{i}")
+    for i in range(1, 3000, 3):
+        partition.remove(f"d{i}")  # crosses the dead > live / 2 threshold: compaction runs
+    assert partition.n_docs == 1000
+    assert len(partition.keys) < 3000, "dead documents were dropped by a compaction"
+    assert len(partition.keys) - partition.n_docs <= 1024
+    ranked = partition.search([3, 4], Filter(), 1000)
+    assert ranked
+    assert all(int(key[1:]) % 3 == 2 for key, _, _ in ranked)
+
+
+def test_projects_keep_their_own_statistics() -> None:
+    analyzer = Analyzer()
+    index = SearchIndex(analyzer, BM25Params())
+    vocab: dict[str, int] = {}
+
+    def doc(doc_id: str, project: str, text: str) -> IndexDoc:
+        counts = Counter(vocab.setdefault(t, len(vocab)) for t in analyzer.terms(text))
+        return IndexDoc(
+            doc_id, "observation", None, project, None, 0.0, sum(counts.values()), encode_terms(counts.items())
+        )
+
+    for i, text in enumerate(TEXTS):
+        index.upsert(doc(f"a{i}", "alpha", text))
+    index.learn_terms(vocab)
+    before = index.search("alpha", "support group", SearchFilter(), 5)
+    for i in range(50):
+        index.upsert(doc(f"b{i}", "beta", "support group support group meeting"))
+    index.learn_terms(vocab)
+    after = index.search("alpha", "support group", SearchFilter(), 5)
+    assert [(h.doc_id, h.score) for h in before] == [(h.doc_id, h.score) for h in after]
+    assert {h.doc_id for h in index.search("beta", "support group", SearchFilter(), 100)} == {
+        f"b{i}" for i in range(50)
+    }
+
+
+def test_similar_candidates_finds_every_near_duplicate() -> None:
+    analyzer = Analyzer()
+    index = SearchIndex(analyzer, BM25Params())
+    vocab: dict[str, int] = {}
+    rng = random.Random(3)
+    words = [f"word{i}" for i in range(200)]
+    bases = []
+    for i in range(300):
+        terms = rng.sample(words, 10)
+        bases.append(set(terms))
+        counts = Counter(vocab.setdefault(t, len(vocab)) for t in terms)
+        index.upsert(IndexDoc(f"m{i}", "memory", None, "p", None, 0.0, 10, encode_terms(counts.items())))
+    probe = set(rng.sample(sorted(bases[17]), 9)) | {"word199"}
+    known = frozenset(vocab[t] for t in probe if t in vocab)
+    found = index.similar_candidates("p", known, 0.7, SearchFilter(kinds=frozenset({"memory"})))
+    truly_similar = {f"m{i}" for i, b in enumerate(bases) if len(b & probe) / len(b | probe) > 0.7}
+    assert truly_similar
+    assert truly_similar <= found
+
+
+class TestAnalyzer:
+    analyzer = Analyzer()
+
+    def test_lower_cases_stems_and_drops_stop_words(self) -> None:
+        assert self.analyzer.terms("The Runners were RUNNING quickly") == ["runner", "run", "quick"]
+
+    def test_splits_identifiers_and_keeps_them_whole(self) -> None:
+        terms = self.analyzer.terms("getUserName in src/app/user_service.py and os.path.join")
+        for expected in ("getusername", "get", "user", "name", "src/app/user_service.py", "servic", "os.path.join"):
+            assert expected in terms
+        assert "HTTPServerError".casefold() in self.analyzer.terms("HTTPServerError")
+        assert {"http", "server", "error"} <= set(self.analyzer.terms("HTTPServerError"))
+
+    def test_unicode_words_and_cjk(self) -> None:
+        assert self.analyzer.terms("Die Straße") == self.analyzer.terms("DIE STRASSE")  # full case folding
+        assert "東京" in self.analyzer.terms("東京に行きました")
+        assert self.analyzer.terms("ÉCOLE") == self.analyzer.terms("école")
+
+    def test_numbers_dates_and_possessives(self) -> None:
+        terms = self.analyzer.terms("Melanie's 5 kids on 2023-05-08")
+        assert terms[:2] == ["melani", "5"]
+        assert {"2023-05-08", "2023", "05", "08"} <= set(terms)

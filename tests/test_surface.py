@@ -1,0 +1,93 @@
+"""Pins the public surface: tool names, parameters, annotations; README and example config agree."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+from mcp import Client
+
+ROOT = Path(__file__).resolve().parent.parent
+
+# name: (parameters in order, required, (read-only, destructive, idempotent))
+SURFACE: dict[str, tuple[list[str], list[str], tuple[bool | None, bool | None, bool | None]]] = {
+    "memory_observe": (
+        ["content", "type", "title", "facts", "concepts", "files", "session_id", "ref", "occurred_at",
+         "importance", "end_session", "agent_id", "project"],
+        ["content"],
+        (False, False, False),
+    ),
+    "memory_recall": (
+        ["query", "limit", "session_id", "types", "since", "until", "include_memories", "project"],
+        ["query"],
+        (True, None, None),
+    ),
+    "memory_sessions": (["status", "limit", "offset", "project"], [], (True, None, None)),
+    "memory_observations": (
+        ["session_id", "types", "since", "until", "order", "full", "limit", "offset", "project"],
+        [],
+        (True, None, None),
+    ),
+    "memory_timeline": (["anchor", "at", "session_id", "before", "after", "project"], [], (True, None, None)),
+    "memory_save": (
+        ["content", "kind", "title", "concepts", "files", "importance", "supersedes", "ref", "occurred_at",
+         "session_id", "agent_id", "project"],
+        ["content"],
+        (False, False, False),
+    ),
+    "memory_get": (["id", "project"], ["id"], (True, None, None)),
+    "memory_smart_search": (["query", "ids", "kinds", "limit", "project"], [], (True, None, None)),
+    "memory_forget": (
+        ["ids", "kind", "session_id", "since", "until", "dry_run", "project"], [], (False, True, True)
+    ),
+    "memory_diagnose": ([], [], (True, None, None)),
+    "memory_export": (["all_projects", "path", "overwrite", "project"], [], (False, False, True)),
+    "memory_import": (["document", "path"], [], (False, False, True)),
+}  # fmt: skip
+
+
+async def test_tool_names_parameters_and_annotations_are_pinned(client: Client) -> None:
+    tools = {t.name: t for t in (await client.list_tools()).tools}
+    assert sorted(tools) == sorted(SURFACE)
+    for name, (params, required, hints) in SURFACE.items():
+        tool = tools[name]
+        assert list(tool.input_schema.get("properties", {})) == params, name
+        assert sorted(tool.input_schema.get("required", [])) == sorted(required), name
+        annotations = tool.annotations
+        assert annotations is not None
+        got = (annotations.read_only_hint, annotations.destructive_hint, annotations.idempotent_hint)
+        assert got == hints, name
+        assert annotations.open_world_hint is False
+        assert tool.description, name
+        assert "\n" not in tool.description, name
+        assert len(tool.description) <= 120, name
+        assert tool.output_schema is not None, f"{name} has no structured result"
+        for param, schema in tool.input_schema.get("properties", {}).items():
+            assert schema.get("description"), f"{name}.{param} has no description"
+
+
+async def test_readme_tool_table_matches_the_server(client: Client) -> None:
+    readme = (ROOT / "README.md").read_text()
+    listed = set(re.findall(r"^\| `(memory_\w+)` \|", readme, flags=re.MULTILINE))
+    assert listed == {t.name for t in (await client.list_tools()).tools}
+
+
+def test_readme_configuration_table_lists_every_setting() -> None:
+    from mcp_memory.config import Settings
+
+    readme = (ROOT / "README.md").read_text()
+    for name in Settings.model_fields:
+        assert f"`{Settings.option_name(name)}`" in readme, name
+        assert f"`{Settings.env_name(name)}`" in readme, name
+
+
+def test_example_client_config_runs_this_server() -> None:
+    config = json.loads((ROOT / "claude_desktop_config.example.json").read_text())
+    server = config["mcpServers"]["memory"]
+    assert server["command"].endswith("/.venv/bin/mcp-memory")
+    assert server["args"] == ["serve"]
+    from mcp_memory.config import Settings
+
+    assert all(key.startswith("MCP_MEMORY_") for key in server.get("env", {}))
+    Settings.resolve({}, server.get("env", {}))  # every variable in the example is valid
