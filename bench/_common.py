@@ -56,6 +56,15 @@ def code_version() -> str:
     return f"mcp_memory at {head}" + (f" + uncommitted changes in {len(dirty)} file(s)" if dirty else "")
 
 
+def load_note() -> str:
+    """The 1/5/15-minute load averages: other work on the machine skews every timing."""
+    try:
+        one, five, fifteen = os.getloadavg()
+    except OSError:
+        return "load average unknown"
+    return f"load average {one:.2f} / {five:.2f} / {fifteen:.2f} (1/5/15 min, at the end of the run)"
+
+
 def pct(values: Sequence[float], q: float) -> float:
     """The q-th percentile (0-100, linear interpolation); NaN for no values."""
     return float(np.percentile(values, q)) if len(values) else float("nan")

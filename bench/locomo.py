@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from _common import code_version, machine, ms, pct, table
+from _common import code_version, load_note, machine, ms, pct, table
 
 REPO = Path(__file__).resolve().parent.parent
 DEFAULT_DATA = REPO.parent / "shared" / "data" / "locomo"
@@ -296,6 +296,7 @@ def report(
     lines = [
         "bench/locomo.py - retrieval quality of memory_recall on LoCoMo vs naive rank_bm25.BM25Okapi",
         f"machine: {machine()}; code: {code_version()}",
+        load_note(),
         f"data: {info['data']} - {len(conversations)} conversation(s) ({', '.join(c.cid for c in conversations)}), "
         f"{n_turns} turns, {sum(per_cat.values())} questions asked; wall time {info['wall']:.1f} s",
         f"ingest: {n_turns} x memory_observe via MCP in {sum(info['observe']):.1f} s "

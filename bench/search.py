@@ -12,7 +12,9 @@ not tokenisers. Every process is new so that RSS figures mean something.
     python bench/search.py --sizes 1000,10000    # quicker
     python bench/search.py --million             # adds N = 1M (naive rank-bm25 skipped there)
     python bench/search.py --markdown            # also print the tables as markdown
+    python bench/search.py --cpu 1               # pin the measuring processes to one CPU (steadier latencies)
 
+Most of the wall time is filling the databases (about 3.5 minutes at 100k on 2 cores), not measuring.
 Targets are printed beside the numbers (at 100k: recall p50 <= 5 ms, save <= 2 ms, rebuild <= 2 s);
 nothing is asserted.
 """
@@ -37,7 +39,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from _common import code_version, machine, ms, pct, peak_rss_mib, ratio, rss_mib, secs, table
+from _common import code_version, load_note, machine, ms, pct, peak_rss_mib, ratio, rss_mib, secs, table
 
 PROJECT = "bench"
 SEED = 20240501
@@ -565,6 +567,7 @@ def report(results: dict[int, dict[str, Any]], args: argparse.Namespace, wall: f
     header = [
         "bench/search.py - search speed and memory of mcp-memory's BM25 index vs naive rank_bm25.BM25Okapi",
         f"machine: {machine()}; code: {code_version()}",
+        load_note(),
         f"sizes N = {', '.join(f'{n:,}' for n in sizes)}; {args.queries} queries and {args.saves} saves per size "
         "(plus warm-up); synthetic notes, seed "
         f"{SEED}; every N populated, measured and compared in fresh processes; total wall time {wall:.0f} s",

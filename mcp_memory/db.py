@@ -50,25 +50,22 @@ class Conn:
     def __init__(self, raw: aiosqlite.Connection) -> None:
         self._raw = raw
 
-    async def execute(self, sql: str, params: Params = ()) -> int:
-        """Run one statement; returns the number of rows it changed."""
+    # Each await is a round trip to the connection's thread, so every method makes exactly one.
+
+    async def execute(self, sql: str, params: Params = ()) -> None:
+        """Run one statement."""
         try:
-            cursor = await self._raw.execute(sql, params)
-            count = cursor.rowcount
-            await cursor.close()
-            return count
+            await self._raw.execute_fetchall(sql, params)
         except sqlite3.Error as exc:
             raise _translate(exc) from exc
 
     async def insert(self, sql: str, params: Params = ()) -> int:
         """Run an INSERT; returns the new row's rowid."""
         try:
-            cursor = await self._raw.execute(sql, params)
-            rowid = cursor.lastrowid
-            await cursor.close()
-            return int(rowid or 0)
+            row = await self._raw.execute_insert(sql, params)
         except sqlite3.Error as exc:
             raise _translate(exc) from exc
+        return int(row[0]) if row else 0
 
     async def executemany(self, sql: str, rows: Iterable[Params]) -> None:
         """Run one statement for each parameter set."""
@@ -86,13 +83,8 @@ class Conn:
 
     async def fetchone(self, sql: str, params: Params = ()) -> Row | None:
         """The first row of a query, or None."""
-        try:
-            cursor = await self._raw.execute(sql, params)
-            row = await cursor.fetchone()
-            await cursor.close()
-            return row
-        except sqlite3.Error as exc:
-            raise _translate(exc) from exc
+        rows = await self.fetchall(sql, params)
+        return rows[0] if rows else None
 
     async def fetchval(self, sql: str, params: Params = ()) -> Any:
         """The first column of the first row, or None."""

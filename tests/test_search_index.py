@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from rank_bm25 import BM25Okapi
 
 from mcp_memory.search.analyzer import Analyzer
-from mcp_memory.search.bm25 import BM25Params, DocAttrs, Filter, Partition, encode_terms
+from mcp_memory.search.bm25 import BM25Params, Columns, DocAttrs, Filter, Partition, encode_terms
 from mcp_memory.search.index import IndexDoc, SearchFilter, SearchIndex
 
 TEXTS = [
@@ -142,8 +142,17 @@ def test_incremental_updates_equal_a_rebuild(ops: list[tuple[str, int, list[int]
             assert live.remove(key) == (key in docs)
             docs.pop(key, None)
     rebuilt = Partition(BM25Params())
+    n = len(docs)
     rebuilt.bulk_load(
-        [(key, encode_terms(Counter(t).items()), len(t), DocAttrs(1, 0, 0, float(key[1:]))) for key, t in docs.items()]
+        Columns(
+            keys=list(docs),
+            blobs=[encode_terms(Counter(t).items()) for t in docs.values()],
+            lengths=np.array([len(t) for t in docs.values()], dtype=np.float64),
+            kinds=np.ones(n, dtype=np.int32),
+            subtypes=np.zeros(n, dtype=np.int32),
+            sessions=np.zeros(n, dtype=np.int32),
+            ats=np.array([float(key[1:]) for key in docs], dtype=np.float64),
+        )
     )
     assert live.n_docs == rebuilt.n_docs == len(docs)
     assert live.df == rebuilt.df

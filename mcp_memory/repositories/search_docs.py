@@ -65,7 +65,7 @@ class SearchDocRepository(Repository):
         rows = await self.conn.fetchall(
             "SELECT doc_id, kind, subtype, project, session_id, at, length, terms FROM search_docs ORDER BY rowid"
         )
-        return [IndexDoc(*tuple(r)) for r in rows]
+        return [IndexDoc._make(r) for r in rows]
 
     async def get_many(self, doc_ids: Sequence[str]) -> list[IndexDoc]:
         docs: list[IndexDoc] = []
@@ -76,7 +76,7 @@ class SearchDocRepository(Repository):
                 f"WHERE doc_id IN ({placeholders(len(chunk))})",
                 chunk,
             )
-            docs.extend(IndexDoc(*tuple(r)) for r in rows)
+            docs.extend(IndexDoc._make(r) for r in rows)
         return docs
 
     async def stale_count(self, analyzer: int) -> int:

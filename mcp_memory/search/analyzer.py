@@ -16,7 +16,8 @@ import Stemmer
 from mcp_memory.search.stopwords import STOP_WORDS
 
 ANALYZER_VERSION = 1
-"""Bump when `Analyzer.terms` changes its output: stored terms are then re-analysed at start-up."""
+"""Bump whenever stored terms would come out differently (a change to `Analyzer.terms` or to the
+fields a service indexes): every record is then re-analysed once at start-up."""
 
 _MAX_TERM = 64
 _TOKEN = re.compile(r"\w+(?:['’]\w+)*(?:[./\\:@#-]\w+(?:['’]\w+)*)*")

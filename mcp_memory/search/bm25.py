@@ -74,20 +74,40 @@ def decode_terms(blob: bytes) -> npt.NDArray[np.void]:
 class _Postings:
     """Documents containing one term: settled arrays plus a short list of recent additions."""
 
-    __slots__ = ("docs", "pending_docs", "pending_tfs", "tfs")
+    __slots__ = ("docs", "pending", "tfs")
 
     def __init__(self, docs: IntArray, tfs: npt.NDArray[np.uint16]) -> None:
         self.docs = docs
         self.tfs = tfs
-        self.pending_docs: list[int] = []
-        self.pending_tfs: list[int] = []
+        self.pending: list[tuple[int, int]] | None = None  # created on the first incremental add
+
+    def append(self, doc: int, tf: int) -> None:
+        if self.pending is None:
+            self.pending = []
+        self.pending.append((doc, tf))
 
     def settle(self) -> None:
-        if self.pending_docs:
-            self.docs = np.concatenate([self.docs, np.asarray(self.pending_docs, dtype=np.int32)])
-            self.tfs = np.concatenate([self.tfs, np.asarray(self.pending_tfs, dtype=np.uint16)])
-            self.pending_docs.clear()
-            self.pending_tfs.clear()
+        if self.pending:
+            added = np.asarray(self.pending, dtype=np.int64).reshape(-1, 2)
+            self.docs = np.concatenate([self.docs, added[:, 0].astype(np.int32)])
+            self.tfs = np.concatenate([self.tfs, added[:, 1].astype(np.uint16)])
+            self.pending = None
+
+    def __len__(self) -> int:
+        return len(self.docs) + len(self.pending or ())
+
+
+@dataclass(frozen=True, slots=True)
+class Columns:
+    """A batch of documents as columns, for a vectorised bulk load."""
+
+    keys: list[str]
+    blobs: list[bytes]
+    lengths: npt.NDArray[np.float64]
+    kinds: npt.NDArray[np.int32]
+    subtypes: npt.NDArray[np.int32]
+    sessions: npt.NDArray[np.int32]
+    ats: npt.NDArray[np.float64]
 
 
 _EMPTY_DOCS: IntArray = np.empty(0, dtype=np.int32)
@@ -116,6 +136,11 @@ class Partition:
         self.df: dict[int, int] = {}
         self._df_hist: dict[int, int] = {}
         self._postings: dict[int, _Postings] = {}
+        # Postings from the last bulk load stay in one sorted array; a term's slice becomes a
+        # _Postings object only when the term is first queried or written (most never are).
+        self._base_docs: IntArray = _EMPTY_DOCS
+        self._base_tfs: npt.NDArray[np.uint16] = _EMPTY_TFS
+        self._base_span: dict[int, tuple[int, int]] = {}
         self._version = 0
         self._avg_idf_at = -1
         self._avg_idf = 0.0
@@ -133,11 +158,7 @@ class Partition:
         self._set_attrs(i, length, attrs)
         terms = decode_terms(blob)
         for t, f in zip(terms["t"].tolist(), terms["f"].tolist(), strict=True):
-            postings = self._postings.get(t)
-            if postings is None:
-                postings = self._postings[t] = _Postings(_EMPTY_DOCS, _EMPTY_TFS)
-            postings.pending_docs.append(i)
-            postings.pending_tfs.append(f)
+            self._writable_postings(t).append(i, f)
             self._bump_df(t, +1)
         self.n_docs += 1
         self.total_len += length
@@ -152,7 +173,8 @@ class Partition:
         assert blob is not None
         for t in decode_terms(blob)["t"].tolist():
             if self._bump_df(t, -1) == 0:
-                del self._postings[t]
+                self._postings.pop(t, None)
+                self._base_span.pop(t, None)
         self._alive[i] = False
         self.keys[i] = None
         self.blobs[i] = None
@@ -164,43 +186,51 @@ class Partition:
             self.compact()
         return True
 
-    def bulk_load(self, docs: Sequence[tuple[str, bytes, int, DocAttrs]]) -> None:
+    def bulk_load(self, columns: Columns) -> None:
         """Replace the whole partition from stored documents, building postings vectorised."""
         self._reset()
-        count = len(docs)
+        count = len(columns.keys)
         self._grow(count)
-        keys = [d[0] for d in docs]
-        blobs = [d[1] for d in docs]
-        self.keys, self.blobs = list(keys), list(blobs)
-        self.local = {key: i for i, key in enumerate(keys)}
-        for i, (_, _, length, attrs) in enumerate(docs):
-            self._set_attrs(i, length, attrs)
+        self.keys, self.blobs = list(columns.keys), list(columns.blobs)
+        self.local = {key: i for i, key in enumerate(columns.keys)}
+        self._dl[:count] = columns.lengths
+        self._alive[:count] = True
+        self._kind[:count] = columns.kinds
+        self._subtype[:count] = columns.subtypes
+        self._session[:count] = columns.sessions
+        self._at[:count] = columns.ats
         self.n_docs = count
         self.total_len = int(self._dl[:count].sum())
-        sizes = np.fromiter((len(b) // TERM_DTYPE.itemsize for b in blobs), dtype=np.int64, count=count)
-        pairs = decode_terms(b"".join(blobs))
-        owners = np.repeat(np.arange(count, dtype=np.int32), sizes)
-        order = np.argsort(pairs["t"])
-        terms, docs_sorted, tfs_sorted = pairs["t"][order], owners[order], pairs["f"][order]
-        unique, starts, freq = np.unique(terms, return_index=True, return_counts=True)
-        ends = starts + freq
-        self._postings = {
-            t: _Postings(docs_sorted[s:e], tfs_sorted[s:e])
-            for t, s, e in zip(unique.tolist(), starts.tolist(), ends.tolist(), strict=True)
-        }
-        self.df = dict(zip(unique.tolist(), freq.tolist(), strict=True))
-        values, counts = np.unique(freq, return_counts=True)
+        sizes = np.fromiter((len(b) // TERM_DTYPE.itemsize for b in columns.blobs), dtype=np.int64, count=count)
+        pairs = decode_terms(b"".join(columns.blobs))
+        terms = np.ascontiguousarray(pairs["t"])
+        order = np.argsort(terms)
+        terms = terms[order]
+        self._base_docs = np.repeat(np.arange(count, dtype=np.int32), sizes)[order]
+        self._base_tfs = np.ascontiguousarray(pairs["f"])[order]
+        starts = np.concatenate([[0], np.flatnonzero(np.diff(terms)) + 1]) if len(terms) else np.empty(0, np.int64)
+        ends = np.concatenate([starts[1:], [len(terms)]]) if len(terms) else starts
+        unique, freq = terms[starts].tolist(), (ends - starts).tolist()
+        self._base_span = dict(zip(unique, zip(starts.tolist(), ends.tolist(), strict=True), strict=True))
+        self.df = dict(zip(unique, freq, strict=True))
+        values, counts = np.unique(np.asarray(freq, dtype=np.int64), return_counts=True)
         self._df_hist = dict(zip(values.tolist(), counts.tolist(), strict=True))
         self._version += 1
 
     def compact(self) -> None:
         """Drop dead documents and renumber, so memory follows the live corpus."""
-        live = [
-            (key, blob, int(self._dl[i]), self._attrs(i))
-            for i, (key, blob) in enumerate(zip(self.keys, self.blobs, strict=True))
-            if key is not None and blob is not None
-        ]
-        self.bulk_load(live)
+        live = np.flatnonzero(self._alive[: len(self.keys)])
+        self.bulk_load(
+            Columns(
+                keys=[self.keys[i] or "" for i in live.tolist()],
+                blobs=[self.blobs[i] or b"" for i in live.tolist()],
+                lengths=self._dl[live].copy(),
+                kinds=self._kind[live].copy(),
+                subtypes=self._subtype[live].copy(),
+                sessions=self._session[live].copy(),
+                ats=self._at[live].copy(),
+            )
+        )
 
     # -- reads ------------------------------------------------------------------------------------
 
@@ -222,7 +252,7 @@ class Partition:
         matched = np.zeros(len(self.keys), dtype=np.int16)
         # rank-bm25 adds a repeated query word once per repeat; same sum, one pass per distinct term
         for term, repeats in Counter(query).items():
-            postings = self._postings.get(term)
+            postings = self._postings_of(term)
             if postings is None:
                 continue
             postings.settle()
@@ -297,15 +327,14 @@ class Partition:
         """Keys of the live documents passing `flt` that contain at least one of `terms`."""
         arrays = []
         for term in terms:
-            postings = self._postings.get(term)
+            postings = self._postings_of(term)
             if postings is not None:
                 postings.settle()
-                arrays.append(postings.docs)
+                docs = postings.docs[self._alive[postings.docs]]
+                arrays.append(docs[self._mask(docs, flt)])  # filter first: a common term has many postings
         if not arrays:
             return []
         docs = np.unique(np.concatenate(arrays))
-        docs = docs[self._alive[docs]]
-        docs = docs[self._mask(docs, flt)]
         return [self.keys[i] or "" for i in docs.tolist()]
 
     def attrs_of(self, key: str) -> DocAttrs | None:
@@ -316,7 +345,8 @@ class Partition:
     @property
     def posting_count(self) -> int:
         """Stored postings including dead ones (a memory figure for diagnostics)."""
-        return sum(len(p.docs) + len(p.pending_docs) for p in self._postings.values())
+        settled = sum(e - s for t, (s, e) in self._base_span.items() if t not in self._postings)
+        return settled + sum(len(p) for p in self._postings.values())
 
     # -- internals --------------------------------------------------------------------------------
 
@@ -345,6 +375,21 @@ class Partition:
             self._avg_idf = total / n_terms if n_terms else 0.0
             self._avg_idf_at = self._version
         return self._avg_idf
+
+    def _postings_of(self, term: int) -> _Postings | None:
+        postings = self._postings.get(term)
+        if postings is None:
+            span = self._base_span.get(term)
+            if span is not None:
+                start, end = span
+                postings = self._postings[term] = _Postings(self._base_docs[start:end], self._base_tfs[start:end])
+        return postings
+
+    def _writable_postings(self, term: int) -> _Postings:
+        postings = self._postings_of(term)
+        if postings is None:
+            postings = self._postings[term] = _Postings(_EMPTY_DOCS, _EMPTY_TFS)
+        return postings
 
     def _bump_df(self, term: int, delta: int) -> int:
         old = self.df.get(term, 0)

@@ -10,13 +10,15 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import NamedTuple
+
+import numpy as np
 
 from mcp_memory.search.analyzer import Analyzer
-from mcp_memory.search.bm25 import BM25Params, DocAttrs, Filter, Partition, encode_terms
+from mcp_memory.search.bm25 import BM25Params, Columns, DocAttrs, Filter, Partition, encode_terms
 
 
-@dataclass(frozen=True, slots=True)
-class IndexDoc:
+class IndexDoc(NamedTuple):
     """A record as the index stores it: ids, filter attributes and packed term counts."""
 
     doc_id: str
@@ -102,14 +104,26 @@ class SearchIndex:
 
     def load(self, docs: Iterable[IndexDoc]) -> None:
         """Replace everything with `docs` (the start-up rebuild)."""
-        by_project: dict[str, list[tuple[str, bytes, int, DocAttrs]]] = {}
+        by_project: dict[str, list[IndexDoc]] = {}
         self._partitions.clear()
         self._where.clear()
         for doc in docs:
-            by_project.setdefault(doc.project, []).append((doc.doc_id, doc.terms, doc.length, self._attrs(doc)))
+            by_project.setdefault(doc.project, []).append(doc)
             self._where[doc.doc_id] = doc.project
+        kind, subtype, session = self._kinds.code, self._subtypes.code, self._sessions.code
         for project, rows in by_project.items():
-            self._partition(project).bulk_load(rows)
+            count = len(rows)
+            self._partition(project).bulk_load(
+                Columns(
+                    keys=[d.doc_id for d in rows],
+                    blobs=[d.terms for d in rows],
+                    lengths=np.fromiter((d.length for d in rows), dtype=np.float64, count=count),
+                    kinds=np.fromiter((kind(d.kind) for d in rows), dtype=np.int32, count=count),
+                    subtypes=np.fromiter((subtype(d.subtype) for d in rows), dtype=np.int32, count=count),
+                    sessions=np.fromiter((session(d.session_id) for d in rows), dtype=np.int32, count=count),
+                    ats=np.fromiter((d.at for d in rows), dtype=np.float64, count=count),
+                )
+            )
 
     def upsert(self, doc: IndexDoc) -> None:
         """Add or replace one document."""

@@ -33,7 +33,16 @@ SESSION_STATUSES = ("active", "idle", "open", "ended", "all")
 
 
 def observation_doc(obs: Observation) -> DocSpec:
-    """The index document of an observation: its compressed form plus the head of its content."""
+    """The index document of an observation: the head of its content plus whatever of its title,
+    facts, concepts and files the content does not already say (extracted ones mostly repeat it,
+    and indexing them again would only double their words)."""
+    content = obs.content[:CONTENT_INDEX_CHARS]
+    folded = content.casefold()
+    extra = [
+        piece
+        for piece in (obs.title, *obs.facts, *obs.concepts, *obs.files)
+        if piece.rstrip("…").casefold() not in folded
+    ]
     return DocSpec(
         doc_id=obs.id,
         kind="observation",
@@ -41,13 +50,7 @@ def observation_doc(obs: Observation) -> DocSpec:
         project=obs.project,
         session_id=obs.session_id,
         at=obs.occurred_at or obs.created_at,
-        fields=(
-            (obs.title, 1),
-            (" ".join(obs.facts), 1),
-            (" ".join(obs.concepts), 1),
-            (" ".join(obs.files), 1),
-            (obs.content[:CONTENT_INDEX_CHARS] if obs.content != obs.title else "", 1),
-        ),
+        fields=((content, 1), ("\n".join(extra), 1)),
     )
 
 
@@ -121,7 +124,8 @@ class EpisodicService(Service):
             sessions = SessionRepository(tx)
             await sessions.record_observation(session.id, now, obs.title)
             await self.deps.indexer.put(tx, observation_doc(obs))
-            folded = await self._enforce_cap(tx, session.id, project, keep=obs.id)
+            kept = session.observation_count - session.folded_count + 1
+            folded = await self._enforce_cap(tx, session.id, project, kept, keep=obs.id)
             if end_session:
                 await sessions.end(session.id, now)
                 tx.changed("session", session.id, "end")
@@ -179,10 +183,10 @@ class EpisodicService(Service):
         tx.changed("session", session.id, "create")
         return session, True
 
-    async def _enforce_cap(self, tx: Tx, session_id: str, project: str, keep: str) -> int:
+    async def _enforce_cap(self, tx: Tx, session_id: str, project: str, kept: int, keep: str) -> int:
         """Fold the least valuable observations into the session digest when over the cap."""
         observations = ObservationRepository(tx)
-        excess = await observations.count_in_session(session_id) - self.settings.observation_cap
+        excess = kept - self.settings.observation_cap
         if excess <= 0:
             return 0
         victims = await observations.least_valuable(session_id, excess, keep=[keep])
