@@ -64,6 +64,37 @@ class Settings(BaseModel):
     allow_file_paths: bool = Field(
         True, description="Let memory_export / memory_import read and write files on the server's disk."
     )
+    # Learning: lessons, outcomes and what is derived from them.
+    lesson_confidence: float = Field(0.5, gt=0, le=1, description="Confidence of a newly saved lesson.")
+    lesson_decay_per_week: float = Field(
+        0.05, ge=0, lt=1, description="Share of confidence a lesson loses per week without reinforcement."
+    )
+    lesson_fade_at: float = Field(
+        0.1, ge=0, lt=1, description="A never-reinforced lesson at or below this confidence is soft-deleted."
+    )
+    similarity: float = Field(
+        0.5, gt=0, le=1, description="Word-overlap (Jaccard) at which two strategies or errors count as similar."
+    )
+    heuristic_min_outcomes: int = Field(
+        3, ge=1, description="Outcomes with a similar strategy needed before a heuristic is drawn."
+    )
+    heuristic_min_success: float = Field(
+        0.5, ge=0, lt=1, description="A heuristic needs a success share above this (its confidence is that share)."
+    )
+    anti_pattern_min_failures: int = Field(
+        2, ge=1, description="Failures with a similar error needed before an anti-pattern is drawn."
+    )
+    works_rule_score: float = Field(0.85, ge=0, le=1, description="Outcomes scoring at least this yield 'works' rules.")
+    avoid_rule_score: float = Field(0.5, ge=0, le=1, description="Outcomes scoring below this yield 'avoid' rules.")
+    max_rules_per_task_type: int = Field(
+        20, ge=1, description="Rules of each kind kept per task type; the weakest beyond it are soft-deleted."
+    )
+    max_mistake_cards: int = Field(200, ge=1, description="Mistake cards kept per project; the least seen go first.")
+    # Slots and context.
+    slot_size_limit: int = Field(
+        2_000, ge=100, le=100_000, description="Default size limit of a new slot, in characters."
+    )
+    context_budget: int = Field(2_000, ge=100, le=100_000, description="Default token budget of memory_context.")
 
     @field_validator("db")
     @classmethod

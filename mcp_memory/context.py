@@ -14,13 +14,20 @@ from mcp_memory.privacy import PrivacyFilter
 from mcp_memory.search.analyzer import Analyzer
 from mcp_memory.search.bm25 import BM25Params
 from mcp_memory.search.index import SearchIndex
+from mcp_memory.services.actions import ActionService
 from mcp_memory.services.common import Deps
+from mcp_memory.services.context import ContextService
 from mcp_memory.services.episodic import EpisodicService
 from mcp_memory.services.forget import ForgetService
 from mcp_memory.services.indexing import Indexer
+from mcp_memory.services.insights import InsightsService
+from mcp_memory.services.lessons import LessonService
 from mcp_memory.services.memories import MemoryService
 from mcp_memory.services.operations import OperationsService
+from mcp_memory.services.outcomes import OutcomeService
+from mcp_memory.services.relations import RelationService
 from mcp_memory.services.search import SearchService
+from mcp_memory.services.slots import SlotService
 
 logger = logging.getLogger(__name__)
 
@@ -35,6 +42,13 @@ class AppContext:
     search: SearchService
     forget: ForgetService
     operations: OperationsService
+    lessons: LessonService
+    outcomes: OutcomeService
+    insights: InsightsService
+    slots: SlotService
+    actions: ActionService
+    relations: RelationService
+    context: ContextService
 
     @property
     def settings(self) -> Settings:
@@ -51,6 +65,9 @@ async def open_app(settings: Settings, clock: Clock = system_clock) -> AsyncIter
         deps = Deps(settings=settings, db=db, index=index, indexer=indexer, privacy=PrivacyFilter(), clock=clock)
         episodic = EpisodicService(deps)
         memories = MemoryService(deps)
+        lessons = LessonService(deps)
+        insights = InsightsService(deps, lessons)
+        slots = SlotService(deps)
 
         app = AppContext(
             deps=deps,
@@ -64,8 +81,16 @@ async def open_app(settings: Settings, clock: Clock = system_clock) -> AsyncIter
                     "observations": episodic.reindex_observations,
                     "memories": memories.reindex,
                     "sessions": episodic.reindex_sessions,
+                    "lessons": lessons.reindex,
                 },
             ),
+            lessons=lessons,
+            outcomes=OutcomeService(deps, lessons),
+            insights=insights,
+            slots=slots,
+            actions=ActionService(deps),
+            relations=RelationService(deps),
+            context=ContextService(deps, lessons, slots, insights),
         )
         await indexer.rebuild(db)
         logger.info("mcp-memory ready: %s", settings.db)

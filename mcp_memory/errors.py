@@ -19,8 +19,10 @@ class InvalidInputError(MCPMemoryError):
 class NotFoundError(MCPMemoryError):
     """An id does not exist in the caller's project (or never existed: we do not say which)."""
 
-    def __init__(self, kind: str, record_id: str, hint: str = "") -> None:
+    def __init__(self, kind: str, record_id: str, hint: str = "", field: str | None = None) -> None:
         message = f"No {kind} {record_id!r} in this project"
+        if field:
+            message = f"{field}: {message}"
         super().__init__(f"{message}; {hint}" if hint else message)
         self.kind = kind
         self.record_id = record_id

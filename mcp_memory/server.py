@@ -12,8 +12,9 @@ from mcp_memory import __version__
 from mcp_memory.clock import Clock, system_clock
 from mcp_memory.config import Settings
 from mcp_memory.context import AppContext, open_app
-from mcp_memory.tools import register_all
+from mcp_memory.tools import all_tools
 from mcp_memory.tools._common import check_arguments
+from mcp_memory.tools.prompts import register_prompts_and_resources
 
 INSTRUCTIONS = """\
 mcp-memory keeps durable memory across sessions for this project.
@@ -79,6 +80,7 @@ def build_server(settings: Settings, clock: Clock = system_clock) -> MCPServer[A
         lifespan=lifespan,
         log_level=settings.log_level,
         middleware=[check_arguments],
+        tools=list(all_tools()),
     )
-    register_all(server)
+    register_prompts_and_resources(server)
     return server

@@ -41,6 +41,59 @@ SURFACE: dict[str, tuple[list[str], list[str], tuple[bool | None, bool | None, b
     "memory_forget": (
         ["ids", "kind", "session_id", "since", "until", "dry_run", "project"], [], (False, True, True)
     ),
+    "memory_lesson_save": (
+        ["content", "context", "tags", "task_type", "confidence", "scope", "agent_id", "project"],
+        ["content"],
+        (False, False, False),
+    ),
+    "memory_lesson_recall": (
+        ["query", "task_type", "kinds", "include_global", "limit", "project"], [], (True, None, None)
+    ),
+    "memory_lessons": (
+        ["kinds", "task_type", "status", "scope", "limit", "offset", "project"], [], (True, None, None)
+    ),
+    "memory_outcome_record": (
+        ["task", "success", "score", "task_type", "strategy", "steps", "error", "feedback", "mistakes",
+         "successes", "mistake_cards", "duration_s", "session_id", "agent_id", "project"],
+        ["task"],
+        (False, False, False),
+    ),
+    "memory_insights": (["task_type", "limit", "project"], [], (True, None, None)),
+    "memory_profile": (["project"], [], (True, None, None)),
+    "memory_slot_list": (["project"], [], (True, None, None)),
+    "memory_slot_get": (["name", "scope", "project"], ["name"], (True, None, None)),
+    "memory_slot_create": (
+        ["name", "content", "size_limit", "pinned", "description", "scope", "project"], ["name"], (False, False, False)
+    ),
+    "memory_slot_append": (
+        ["name", "text", "separator", "scope", "project"], ["name", "text"], (False, False, False)
+    ),
+    "memory_slot_replace": (
+        ["name", "content", "old", "size_limit", "pinned", "description", "scope", "project"],
+        ["name"],
+        (False, False, True),
+    ),
+    "memory_slot_delete": (["name", "scope", "project"], ["name"], (False, True, False)),
+    "memory_action_create": (
+        ["title", "description", "priority", "parent_id", "depends_on", "tags", "due", "status", "project"],
+        ["title"],
+        (False, False, False),
+    ),
+    "memory_action_update": (
+        ["id", "status", "title", "description", "priority", "parent_id", "clear_parent", "add_depends_on",
+         "remove_depends_on", "tags", "due", "project"],
+        ["id"],
+        (False, False, False),
+    ),
+    "memory_action_list": (["status", "tag", "parent_id", "limit", "offset", "project"], [], (True, None, None)),
+    "memory_frontier": (["tag", "limit", "project"], [], (True, None, None)),
+    "memory_relate": (
+        ["source_id", "target_id", "type", "weight", "note", "project"],
+        ["source_id", "target_id"],
+        (False, False, True),
+    ),
+    "memory_related": (["id", "hops", "types", "direction", "limit", "project"], ["id"], (True, None, None)),
+    "memory_context": (["query", "task_type", "budget", "project"], [], (True, None, None)),
     "memory_diagnose": ([], [], (True, None, None)),
     "memory_export": (["all_projects", "path", "overwrite", "project"], [], (False, False, True)),
     "memory_import": (["document", "path"], [], (False, False, True)),
@@ -65,6 +118,14 @@ async def test_tool_names_parameters_and_annotations_are_pinned(client: Client) 
         assert tool.output_schema is not None, f"{name} has no structured result"
         for param, schema in tool.input_schema.get("properties", {}).items():
             assert schema.get("description"), f"{name}.{param} has no description"
+
+
+async def test_prompts_and_resource_templates_are_pinned(client: Client) -> None:
+    prompts = {p.name: p for p in (await client.list_prompts()).prompts}
+    assert sorted(prompts) == ["session_start"]
+    assert [a.name for a in prompts["session_start"].arguments or []] == ["query", "task_type", "project"]
+    templates = {t.uri_template for t in (await client.list_resource_templates()).resource_templates}
+    assert templates == {"memory://context{?project,query,task_type}", "memory://slots/{name}{?project}"}
 
 
 async def test_readme_tool_table_matches_the_server(client: Client) -> None:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from pydantic import BaseModel, ConfigDict, Field
 
 
@@ -95,7 +97,7 @@ class Lesson(Record):
     last_reinforced_at: str
     decayed_at: str | None = None
     deleted_at: str | None = None
-    source: str = "{}"
+    source: dict[str, Any] = Field(default_factory=dict, description="What the lesson was derived from.")
     created_at: str
     updated_at: str
 

@@ -6,7 +6,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
-from mcp_memory.models.records import Memory, Observation, Session
+from mcp_memory.models.records import Action, Lesson, Memory, MistakeCard, Observation, Outcome, Session, Slot
 
 Redacted = dict[str, int]
 REDACTED_DESC = "How many secrets or private blocks were removed, by kind (never the text itself)."
@@ -177,6 +177,11 @@ class SmartSearchResult(BaseModel):
     observations: list[Observation] = Field(default_factory=list)
     memories: list[Memory] = Field(default_factory=list)
     sessions: list[Session] = Field(default_factory=list)
+    lessons: list[Lesson] = Field(default_factory=list)
+    slots: list[Slot] = Field(default_factory=list)
+    actions: list[Action] = Field(default_factory=list)
+    outcomes: list[Outcome] = Field(default_factory=list)
+    mistake_cards: list[MistakeCard] = Field(default_factory=list)
     missing: list[str] = Field(default_factory=list, description="Requested ids that do not exist here.")
 
 

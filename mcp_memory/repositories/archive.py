@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -10,7 +9,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from mcp_memory.models import records as r
-from mcp_memory.repositories.base import Repository, placeholders, row_dict
+from mcp_memory.repositories.base import Repository, dump_json, placeholders, row_dict
 
 
 @dataclass(frozen=True, slots=True)
@@ -20,7 +19,7 @@ class TableSpec:
     name: str
     model: type[BaseModel]
     key: tuple[str, ...]
-    list_columns: tuple[str, ...] = ()
+    json_columns: tuple[str, ...] = ()
     bool_columns: tuple[str, ...] = ()
     scope: str = "t.project"
     join: str = ""
@@ -34,7 +33,7 @@ TABLES: tuple[TableSpec, ...] = (
     TableSpec("sessions", r.Session, ("id",)),
     TableSpec("observations", r.Observation, ("id",), ("facts", "concepts", "files")),
     TableSpec("memories", r.Memory, ("id",), ("concepts", "files"), ("is_latest",)),
-    TableSpec("lessons", r.Lesson, ("id",), ("tags",)),
+    TableSpec("lessons", r.Lesson, ("id",), ("tags", "source")),
     TableSpec("outcomes", r.Outcome, ("id",), ("steps", "mistakes", "successes"), ("success", "task_type_inferred")),
     TableSpec("mistake_cards", r.MistakeCard, ("id",)),
     TableSpec(
@@ -77,13 +76,13 @@ class ArchiveRepository(Repository):
         rows = await self.conn.fetchall(
             f"SELECT {cols} FROM {spec.name} t {spec.join} {where} ORDER BY {order}", tuple(projects or ())
         )
-        return [row_dict(row, spec.list_columns, spec.bool_columns) for row in rows]
+        return [row_dict(row, spec.json_columns, spec.bool_columns) for row in rows]
 
     async def upsert(self, spec: TableSpec, record: BaseModel) -> UpsertResult:
         """Insert a record, or update it when the stored copy is older; identical rows are left alone."""
         values = record.model_dump()
-        for column in spec.list_columns:
-            values[column] = json.dumps(values[column], ensure_ascii=False)
+        for column in spec.json_columns:
+            values[column] = dump_json(values[column])
         for column in spec.bool_columns:
             if values[column] is not None:
                 values[column] = int(values[column])

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 from mcp_memory.db import Conn, Row
@@ -16,23 +16,20 @@ class Repository:
         self.conn = conn
 
 
-def dump_list(values: Iterable[str]) -> str:
-    """JSON text of a list column."""
-    return json.dumps(list(values), ensure_ascii=False)
+def dump_json(value: Any) -> str:
+    """JSON text of a structured column (lists, objects)."""
+    return json.dumps(value, ensure_ascii=False, sort_keys=True)
 
 
-def load_list(text: str | None) -> list[str]:
-    """A list column back as a Python list."""
-    return [] if not text else list(json.loads(text))
-
-
-def row_dict(row: Row, list_columns: Sequence[str] = (), bool_columns: Sequence[str] = ()) -> dict[str, Any]:
-    """A row as a dict with its JSON list columns and 0/1 flags decoded."""
+def row_dict(row: Row, json_columns: Sequence[str] = (), bool_columns: Sequence[str] = ()) -> dict[str, Any]:
+    """A row as a dict with its JSON columns and 0/1 flags decoded."""
     data = dict(zip(row.keys(), tuple(row), strict=True))
-    for column in list_columns:
-        data[column] = load_list(data.get(column))
+    for column in json_columns:
+        text = data.get(column)
+        data[column] = json.loads(text) if text else None
     for column in bool_columns:
-        data[column] = bool(data.get(column))
+        value = data.get(column)
+        data[column] = None if value is None else bool(value)
     return data
 
 

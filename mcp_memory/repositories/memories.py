@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from mcp_memory.db import Row
 from mcp_memory.errors import NotFoundError
 from mcp_memory.models.records import Memory
-from mcp_memory.repositories.base import Repository, dump_list, placeholders, row_dict
+from mcp_memory.repositories.base import Repository, dump_json, placeholders, row_dict
 
 _COLUMNS = (
     "id, project, agent_id, session_id, kind, title, content, concepts, files, importance, ref, "
@@ -33,8 +33,8 @@ class MemoryRepository(Repository):
                 mem.kind,
                 mem.title,
                 mem.content,
-                dump_list(mem.concepts),
-                dump_list(mem.files),
+                dump_json(mem.concepts),
+                dump_json(mem.files),
                 mem.importance,
                 mem.ref,
                 mem.occurred_at,
@@ -65,7 +65,7 @@ class MemoryRepository(Repository):
         if not ids:
             return []
         rows = await self.conn.fetchall(
-            f"SELECT {_COLUMNS} FROM memories WHERE project = ? AND id IN ({placeholders(len(ids))})",
+            f"SELECT {_COLUMNS} FROM memories WHERE +project = ? AND id IN ({placeholders(len(ids))})",
             (project, *ids),
         )
         by_id = {r["id"]: _memory(r) for r in rows}
@@ -95,6 +95,15 @@ class MemoryRepository(Repository):
         )
         total = await self.conn.fetchval(f"SELECT count(*) FROM memories WHERE {where}", params)
         return [_memory(r) for r in rows], int(total)
+
+    async def important(self, project: str, limit: int) -> list[Memory]:
+        """Latest memories, most important first, then newest."""
+        rows = await self.conn.fetchall(
+            f"SELECT {_COLUMNS} FROM memories WHERE project = ? AND is_latest = 1 "
+            "ORDER BY importance DESC, created_at DESC, id LIMIT ?",
+            (project, limit),
+        )
+        return [_memory(r) for r in rows]
 
     async def root_ids_matching(
         self,

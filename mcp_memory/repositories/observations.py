@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from mcp_memory.db import Row
 from mcp_memory.errors import NotFoundError
 from mcp_memory.models.records import Observation
-from mcp_memory.repositories.base import Repository, dump_list, placeholders, row_dict
+from mcp_memory.repositories.base import Repository, dump_json, placeholders, row_dict
 
 _COLUMNS = (
     "id, project, session_id, agent_id, seq, type, title, content, facts, concepts, files, importance, "
@@ -36,9 +36,9 @@ class ObservationRepository(Repository):
                 obs.type,
                 obs.title,
                 obs.content,
-                dump_list(obs.facts),
-                dump_list(obs.concepts),
-                dump_list(obs.files),
+                dump_json(obs.facts),
+                dump_json(obs.concepts),
+                dump_json(obs.files),
                 obs.importance,
                 obs.ref,
                 obs.occurred_at,
@@ -57,7 +57,7 @@ class ObservationRepository(Repository):
         if not ids:
             return []
         rows = await self.conn.fetchall(
-            f"SELECT {_COLUMNS} FROM observations WHERE project = ? AND id IN ({placeholders(len(ids))})",
+            f"SELECT {_COLUMNS} FROM observations WHERE +project = ? AND id IN ({placeholders(len(ids))})",
             (project, *ids),
         )
         by_id = {r["id"]: _obs(r) for r in rows}
@@ -127,9 +127,6 @@ class ObservationRepository(Repository):
             (session_id, seq - width, seq + width, seq),
         )
         return [_obs(r) for r in rows]
-
-    async def count_in_session(self, session_id: str) -> int:
-        return int(await self.conn.fetchval("SELECT count(*) FROM observations WHERE session_id = ?", (session_id,)))
 
     async def least_valuable(self, session_id: str, count: int, keep: Sequence[str] = ()) -> list[Observation]:
         """The `count` observations to fold first: lowest importance, then oldest."""

@@ -1,14 +1,89 @@
-"""SQL for relations (typed, weighted edges between any two records)."""
+"""SQL for relations (typed, weighted edges between any two records) and for naming any record."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
-from mcp_memory.repositories.base import Repository, placeholders
+from mcp_memory.db import Row
+from mcp_memory.ids import kind_of
+from mcp_memory.models.records import Relation
+from mcp_memory.repositories.base import Repository, placeholders, row_dict
+
+_COLUMNS = "id, project, source_id, target_id, type, weight, note, created_at, updated_at"
+
+# How to find and name a record of each kind: (table, title expression).
+_TITLES: dict[str, tuple[str, str]] = {
+    "observation": ("observations", "title"),
+    "memory": ("memories", "coalesce(title, substr(content, 1, 120))"),
+    "lesson": ("lessons", "substr(content, 1, 120)"),
+    "action": ("actions", "title"),
+    "session": ("sessions", "coalesce(title, id)"),
+    "outcome": ("outcomes", "substr(task, 1, 120)"),
+    "mistake_card": ("mistake_cards", "substr(correct_decision, 1, 120)"),
+    "slot": ("slots", "name"),
+    "relation": ("relations", "type || ': ' || source_id || ' -> ' || target_id"),
+}
+
+
+def _relation(row: Row) -> Relation:
+    return Relation(**row_dict(row))
 
 
 class RelationRepository(Repository):
     """Edges by source and target id."""
+
+    async def upsert(self, relation: Relation) -> bool:
+        """Store an edge, or update the weight and note of the same (source, target, type); True if new."""
+        existing = await self.conn.fetchval(
+            "SELECT id FROM relations WHERE source_id = ? AND target_id = ? AND type = ?",
+            (relation.source_id, relation.target_id, relation.type),
+        )
+        if existing is not None:
+            await self.conn.execute(
+                "UPDATE relations SET weight = ?, note = coalesce(?, note), updated_at = ? WHERE id = ?",
+                (relation.weight, relation.note, relation.updated_at, existing),
+            )
+            return False
+        await self.conn.execute(
+            f"INSERT INTO relations ({_COLUMNS}) VALUES ({placeholders(9)})",
+            (
+                relation.id,
+                relation.project,
+                relation.source_id,
+                relation.target_id,
+                relation.type,
+                relation.weight,
+                relation.note,
+                relation.created_at,
+                relation.updated_at,
+            ),
+        )
+        return True
+
+    async def get(self, source_id: str, target_id: str, type_: str) -> Relation | None:
+        row = await self.conn.fetchone(
+            f"SELECT {_COLUMNS} FROM relations WHERE source_id = ? AND target_id = ? AND type = ?",
+            (source_id, target_id, type_),
+        )
+        return None if row is None else _relation(row)
+
+    async def touching(
+        self, project: str, ids: Sequence[str], direction: str, types: Sequence[str] | None
+    ) -> list[Relation]:
+        """Edges of the project leaving (out), entering (in) or touching (both) any of `ids`."""
+        if not ids:
+            return []
+        marks = placeholders(len(ids))
+        sides = {"out": f"source_id IN ({marks})", "in": f"target_id IN ({marks})"}
+        where = sides.get(direction, f"(source_id IN ({marks}) OR target_id IN ({marks}))")
+        params: list[object] = [project, *ids, *(ids if direction == "both" else [])]
+        if types:
+            where += f" AND type IN ({placeholders(len(types))})"
+            params.extend(types)
+        rows = await self.conn.fetchall(
+            f"SELECT {_COLUMNS} FROM relations WHERE project = ? AND {where} ORDER BY weight DESC, id", params
+        )
+        return [_relation(r) for r in rows]
 
     async def delete_touching(self, ids: Sequence[str]) -> list[str]:
         """Delete every relation whose source or target is among `ids`; returns the relation ids."""
@@ -22,3 +97,38 @@ class RelationRepository(Repository):
         if found:
             await self.conn.execute(f"DELETE FROM relations WHERE id IN ({placeholders(len(found))})", found)
         return found
+
+    async def pointed_at(self, ids: Sequence[str]) -> set[str]:
+        """Which of `ids` are the target of at least one relation."""
+        if not ids:
+            return set()
+        rows = await self.conn.fetchall(
+            f"SELECT DISTINCT target_id FROM relations WHERE target_id IN ({placeholders(len(ids))})", tuple(ids)
+        )
+        return {r[0] for r in rows}
+
+
+class RecordNames(Repository):
+    """Finds records of any kind by id and names them (for relations and the context's omissions)."""
+
+    async def describe(self, ids: Sequence[str], scopes: Sequence[str]) -> dict[str, tuple[str, str]]:
+        """id -> (kind, title) for the ids that exist in the scopes (a project, and "*" for lessons/slots)."""
+        by_kind: dict[str, list[str]] = {}
+        for record_id in ids:
+            by_kind.setdefault(kind_of(record_id) or "session", []).append(record_id)
+        found: dict[str, tuple[str, str]] = {}
+        for kind, kind_ids in by_kind.items():
+            table, title = _TITLES[kind]
+            rows = await self.conn.fetchall(
+                f"SELECT id, {title} FROM {table} WHERE id IN ({placeholders(len(kind_ids))}) "
+                f"AND +project IN ({placeholders(len(scopes))})",
+                (*kind_ids, *scopes),
+            )
+            found.update((r[0], (kind, str(r[1]))) for r in rows)
+        return found
+
+    async def delete(self, kind: str, ids: Sequence[str]) -> None:
+        """Delete records of one kind by id (foreign keys cascade to their links)."""
+        if ids:
+            table, _ = _TITLES[kind]
+            await self.conn.execute(f"DELETE FROM {table} WHERE id IN ({placeholders(len(ids))})", tuple(ids))

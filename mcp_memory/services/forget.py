@@ -9,14 +9,17 @@ from mcp_memory.db import Conn
 from mcp_memory.errors import InvalidInputError, NotFoundError
 from mcp_memory.ids import kind_of
 from mcp_memory.models.results import ForgetResult
+from mcp_memory.repositories.lessons import LessonRepository
 from mcp_memory.repositories.memories import MemoryRepository
 from mcp_memory.repositories.observations import ObservationRepository
-from mcp_memory.repositories.relations import RelationRepository
+from mcp_memory.repositories.relations import RecordNames, RelationRepository
 from mcp_memory.repositories.sessions import SessionRepository
-from mcp_memory.services.common import Service, time_window
+from mcp_memory.services.common import GLOBAL_PROJECT, Service, time_window
 from mcp_memory.services.memories import memory_doc
 
-FORGETTABLE = ("observation", "memory", "session")
+FILTERABLE = ("observation", "memory", "session", "lesson")
+"""Kinds memory_forget can select by filter; every kind can be deleted by id."""
+BY_ID_ONLY = ("outcome", "action", "mistake_card", "relation", "slot")
 
 
 @dataclass
@@ -27,13 +30,19 @@ class _Plan:
     memory_roots: list[str] = field(default_factory=list)
     memories: list[str] = field(default_factory=list)
     sessions: list[str] = field(default_factory=list)
+    lessons: list[str] = field(default_factory=list)
+    others: dict[str, list[str]] = field(default_factory=dict)
 
     def as_dict(self) -> dict[str, list[str]]:
-        return {
+        found = {
             "observation": sorted(set(self.observations)),
             "memory": sorted(set(self.memories)),
             "session": sorted(set(self.sessions)),
         }
+        if self.lessons:
+            found["lesson"] = sorted(set(self.lessons))
+        found.update({kind: sorted(set(ids)) for kind, ids in self.others.items() if ids})
+        return found
 
 
 class ForgetService(Service):
@@ -51,8 +60,8 @@ class ForgetService(Service):
         dry_run: bool,
     ) -> ForgetResult:
         """Delete the named records, or every record matching the filters; a dry run only reports."""
-        if kind is not None and kind not in FORGETTABLE:
-            raise InvalidInputError("kind", f"must be one of {', '.join(FORGETTABLE)}")
+        if kind is not None and kind not in FILTERABLE:
+            raise InvalidInputError("kind", f"must be one of {', '.join(FILTERABLE)}")
         start, end = time_window(since, until)
         if not ids and kind is None and session_id is None and start is None and end is None:
             raise InvalidInputError("ids", "give ids, or at least one filter (kind, session_id, since, until)")
@@ -76,7 +85,12 @@ class ForgetService(Service):
             await observations.delete(plan.observations)
             for root in plan.memory_roots:
                 await memories.delete_chain(root, project)
-            doomed = [*plan.observations, *plan.memories, *plan.sessions]
+            await LessonRepository(tx).delete(plan.lessons)
+            records = RecordNames(tx)
+            for other_kind, other_ids in plan.others.items():
+                await records.delete(other_kind, other_ids)
+            doomed = [*plan.observations, *plan.memories, *plan.sessions, *plan.lessons]
+            doomed += [i for ids_of_kind in plan.others.values() for i in ids_of_kind]
             await RelationRepository(tx).delete_touching(doomed)
             await self.deps.indexer.drop(tx, doomed)
             await self.deps.indexer.put_many(tx, [memory_doc(m) for m in await memories.get_many(orphans, project)])
@@ -101,6 +115,8 @@ class ForgetService(Service):
             MemoryRepository(conn),
             SessionRepository(conn),
         )
+        others = [i for i in ids or () if (kind_of(i) or "session") in ("lesson", *BY_ID_ONLY)]
+        named = await RecordNames(conn).describe(others, [project, GLOBAL_PROJECT])
         for record_id in ids or ():
             record_kind = kind_of(record_id) or "session"
             if record_kind == "observation":
@@ -109,8 +125,12 @@ class ForgetService(Service):
                 plan.memory_roots.append((await memories.get(record_id, project)).root_id)
             elif record_kind == "session":
                 plan.sessions.append((await sessions.get(record_id, project)).id)
+            elif record_id not in named:
+                raise NotFoundError(record_kind, record_id, "use memory_smart_search or the kind's list tool")
+            elif record_kind == "lesson":
+                plan.lessons.append(record_id)
             else:
-                raise NotFoundError(record_kind, record_id, f"memory_forget deletes {', '.join(FORGETTABLE)} records")
+                plan.others.setdefault(record_kind, []).append(record_id)
         if kind is not None or session_id is not None or since is not None or until is not None:
             if session_id is not None:
                 await sessions.get(session_id, project)
@@ -122,6 +142,13 @@ class ForgetService(Service):
                 plan.memory_roots += await memories.root_ids_matching(
                     project, None, since, until, session_id=session_id
                 )
+            if kind in (None, "lesson") and session_id is None:
+                found = await LessonRepository(conn).find([project], include_deleted=True)
+                plan.lessons += [
+                    lesson.id
+                    for lesson in found
+                    if (since is None or lesson.created_at >= since) and (until is None or lesson.created_at <= until)
+                ]
             if kind in (None, "session"):
                 if session_id is not None and since is None and until is None:
                     plan.sessions.append(session_id)

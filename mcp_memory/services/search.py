@@ -8,16 +8,20 @@ from mcp_memory.db import Conn
 from mcp_memory.errors import InvalidInputError
 from mcp_memory.ids import kind_of
 from mcp_memory.models.results import Hit, RecallResult, SmartSearchResult
+from mcp_memory.repositories.actions import ActionRepository
+from mcp_memory.repositories.lessons import LessonRepository
 from mcp_memory.repositories.memories import MemoryRepository
 from mcp_memory.repositories.observations import ObservationRepository
+from mcp_memory.repositories.outcomes import MistakeCardRepository, OutcomeRepository
 from mcp_memory.repositories.sessions import SessionRepository
+from mcp_memory.repositories.slots import SlotRepository
 from mcp_memory.search.index import Hit as IndexHit
 from mcp_memory.search.index import SearchFilter
-from mcp_memory.services.common import Service, epoch_or_none, time_window
+from mcp_memory.services.common import GLOBAL_PROJECT, Service, epoch_or_none, time_window
 from mcp_memory.services.compress import compact_line, shorten
 
 EPISODIC_KINDS = frozenset({"observation", "session"})
-SEARCHABLE_KINDS = frozenset({"observation", "session", "memory"})
+SEARCHABLE_KINDS = frozenset({"observation", "session", "memory", "lesson"})
 
 
 class SearchService(Service):
@@ -85,9 +89,22 @@ class SearchService(Service):
             by_kind.setdefault(kind_of(record_id) or "session", []).append(record_id)
         into.observations = await ObservationRepository(conn).get_many(by_kind.get("observation", []), project)
         into.memories = await MemoryRepository(conn).get_many(by_kind.get("memory", []), project)
+        scopes = [project, GLOBAL_PROJECT]
+        into.lessons = await LessonRepository(conn).get_many(by_kind.get("lesson", []), scopes)
+        into.slots = await SlotRepository(conn).get_many(by_kind.get("slot", []), scopes)
+        into.actions = await ActionRepository(conn).get_many(by_kind.get("action", []), project)
+        into.outcomes = await OutcomeRepository(conn).get_many(by_kind.get("outcome", []), project)
+        into.mistake_cards = await MistakeCardRepository(conn).get_many(by_kind.get("mistake_card", []), project)
         sessions = SessionRepository(conn)
         into.sessions = [s for i in by_kind.get("session", []) if (s := await sessions.get_or_none(i, project))]
-        found = {o.id for o in into.observations} | {m.id for m in into.memories} | {s.id for s in into.sessions}
+        found = {
+            r.id
+            for group in (
+                into.observations, into.memories, into.sessions, into.lessons, into.slots, into.actions,
+                into.outcomes, into.mistake_cards,
+            )
+            for r in group
+        }  # fmt: skip
         into.missing = [i for i in ids if i not in found]
 
     async def _render(self, conn: Conn, project: str, found: Sequence[IndexHit]) -> list[Hit]:
@@ -121,6 +138,16 @@ class SearchService(Service):
                 ref=mem.ref,
                 occurred_at=mem.occurred_at,
                 created_at=mem.created_at,
+            )
+        for lesson in await LessonRepository(conn).get_many(ids_by_kind.get("lesson", []), [project]):
+            rendered[lesson.id] = Hit(
+                id=lesson.id,
+                kind="lesson",
+                score=0.0,
+                title=shorten(lesson.content, 80),
+                snippet=shorten(f"{lesson.content} {lesson.context or ''}", 240),
+                type=lesson.kind,
+                created_at=lesson.created_at,
             )
         sessions = SessionRepository(conn)
         for session_id in ids_by_kind.get("session", []):

@@ -1,20 +1,32 @@
-"""Tool registration, one module per tool group; each tool validates, calls one service, returns."""
+"""Tools, one module per tool group; each tool validates its input, calls one service, returns."""
 
 from __future__ import annotations
 
-from mcp.server.mcpserver import MCPServer
+import functools
 
-from mcp_memory.context import AppContext
-from mcp_memory.tools.episodic import register_episodic
-from mcp_memory.tools.memories import register_memories
-from mcp_memory.tools.operations import register_operations
+from mcp.server.mcpserver.tools import Tool
 
-
-def register_all(server: MCPServer[AppContext]) -> None:
-    """Add every tool to the server."""
-    register_episodic(server)
-    register_memories(server)
-    register_operations(server)
+from mcp_memory.tools.actions import actions_tools
+from mcp_memory.tools.episodic import episodic_tools
+from mcp_memory.tools.knowledge import knowledge_tools
+from mcp_memory.tools.learning import learning_tools
+from mcp_memory.tools.memories import memories_tools
+from mcp_memory.tools.operations import operations_tools
+from mcp_memory.tools.slots import slots_tools
 
 
-__all__ = ["register_all"]
+@functools.cache
+def all_tools() -> tuple[Tool, ...]:
+    """Every tool, built once per process."""
+    return (
+        *episodic_tools(),
+        *memories_tools(),
+        *learning_tools(),
+        *slots_tools(),
+        *actions_tools(),
+        *knowledge_tools(),
+        *operations_tools(),
+    )
+
+
+__all__ = ["all_tools"]

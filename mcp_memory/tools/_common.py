@@ -7,9 +7,10 @@ from collections.abc import Awaitable, Callable
 from typing import Annotated, Any, ParamSpec, TypeVar
 
 from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
-from mcp.server.mcpserver import Context, MCPServer
+from mcp.server.mcpserver import Context
 from mcp.server.mcpserver.exceptions import ToolError
-from mcp.server.mcpserver.utilities.func_metadata import FuncMetadata, func_metadata
+from mcp.server.mcpserver.tools import Tool
+from mcp.server.mcpserver.utilities.func_metadata import FuncMetadata
 from mcp_types import CallToolResult, TextContent, ToolAnnotations
 from pydantic import Field, ValidationError
 
@@ -137,21 +138,25 @@ def _argument_problem(meta: FuncMetadata, arguments: dict[str, Any]) -> str | No
     return None
 
 
-def register(
-    server: MCPServer[AppContext],
+def make_tool(
     fn: Callable[..., Awaitable[Any]],
     *,
     title: str,
     read_only: bool,
     destructive: bool = False,
     idempotent: bool = False,
-) -> None:
-    """Register one tool (name = function name, description = first docstring paragraph)."""
-    _ARGUMENTS[fn.__name__] = func_metadata(fn, skip_names=["ctx"])
-    server.add_tool(
+) -> Tool:
+    """A tool from a function: name = function name, description = first docstring paragraph.
+
+    Tools are built once per process and shared by every server instance (schema generation is
+    the expensive part of starting a server).
+    """
+    tool = Tool.from_function(
         domain_errors(fn),
         name=fn.__name__,
         title=title,
         description=(fn.__doc__ or "").strip().split("\n\n")[0].replace("\n", " "),
         annotations=tool_annotations(title, read_only=read_only, destructive=destructive, idempotent=idempotent),
     )
+    _ARGUMENTS[tool.name] = tool.fn_metadata
+    return tool

@@ -4,10 +4,9 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver.tools import Tool
 from pydantic import Field
 
-from mcp_memory.context import AppContext
 from mcp_memory.models.results import (
     ObservationList,
     ObserveResult,
@@ -30,8 +29,8 @@ from mcp_memory.tools._common import (
     Title,
     When,
     app_of,
+    make_tool,
     project_of,
-    register,
 )
 
 ObservationType = Annotated[
@@ -165,10 +164,12 @@ async def memory_timeline(
     )
 
 
-def register_episodic(server: MCPServer[AppContext]) -> None:
-    """Add the episodic tools to the server."""
-    register(server, memory_observe, title="Record an observation", read_only=False)
-    register(server, memory_recall, title="Recall past observations", read_only=True)
-    register(server, memory_sessions, title="List sessions", read_only=True)
-    register(server, memory_observations, title="List observations", read_only=True)
-    register(server, memory_timeline, title="Timeline around a moment", read_only=True)
+def episodic_tools() -> list[Tool]:
+    """The episodic tools."""
+    return [
+        make_tool(memory_observe, title="Record an observation", read_only=False),
+        make_tool(memory_recall, title="Recall past observations", read_only=True),
+        make_tool(memory_sessions, title="List sessions", read_only=True),
+        make_tool(memory_observations, title="List observations", read_only=True),
+        make_tool(memory_timeline, title="Timeline around a moment", read_only=True),
+    ]

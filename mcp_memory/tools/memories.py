@@ -4,10 +4,9 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver.tools import Tool
 from pydantic import Field
 
-from mcp_memory.context import AppContext
 from mcp_memory.models.results import ForgetResult, MemoryDetail, SaveResult, SmartSearchResult
 from mcp_memory.tools._common import (
     AgentId,
@@ -21,8 +20,8 @@ from mcp_memory.tools._common import (
     Ref,
     When,
     app_of,
+    make_tool,
     project_of,
-    register,
 )
 
 MemoryKind = Annotated[
@@ -33,8 +32,8 @@ MemoryKind = Annotated[
     ),
 ]
 Kinds = Annotated[
-    list[Literal["observation", "memory", "session"]] | None,
-    Field(max_length=3, description="Restrict to these kinds of record; default all."),
+    list[Literal["observation", "memory", "session", "lesson"]] | None,
+    Field(max_length=4, description="Restrict to these kinds of record; default all."),
 ]
 
 
@@ -103,9 +102,9 @@ async def memory_smart_search(
 
 async def memory_forget(
     ctx: Ctx,
-    ids: Annotated[Ids | None, Field(description="Records to delete (observations, memories, sessions).")] = None,
+    ids: Annotated[Ids | None, Field(description="Records to delete, of any kind (observation, memory, …).")] = None,
     kind: Annotated[
-        Literal["observation", "memory", "session"] | None, Field(description="Filter: only this kind.")
+        Literal["observation", "memory", "session", "lesson"] | None, Field(description="Filter: only this kind.")
     ] = None,
     session_id: Annotated[str | None, Field(max_length=128, description="Filter: only this session.")] = None,
     since: When = None,
@@ -125,9 +124,11 @@ async def memory_forget(
     )
 
 
-def register_memories(server: MCPServer[AppContext]) -> None:
-    """Add the long-term memory tools to the server."""
-    register(server, memory_save, title="Save a memory", read_only=False)
-    register(server, memory_get, title="Get a memory with its history", read_only=True)
-    register(server, memory_smart_search, title="Search all memory", read_only=True)
-    register(server, memory_forget, title="Forget records", read_only=False, destructive=True, idempotent=True)
+def memories_tools() -> list[Tool]:
+    """The long-term memory tools."""
+    return [
+        make_tool(memory_save, title="Save a memory", read_only=False),
+        make_tool(memory_get, title="Get a memory with its history", read_only=True),
+        make_tool(memory_smart_search, title="Search all memory", read_only=True),
+        make_tool(memory_forget, title="Forget records", read_only=False, destructive=True, idempotent=True),
+    ]

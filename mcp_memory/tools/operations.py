@@ -4,12 +4,11 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver.tools import Tool
 from pydantic import Field
 
-from mcp_memory.context import AppContext
 from mcp_memory.models.results import DiagnoseResult, ExportResult, ImportResult
-from mcp_memory.tools._common import Ctx, Project, app_of, project_of, register
+from mcp_memory.tools._common import Ctx, Project, app_of, make_tool, project_of
 
 FilePath = Annotated[
     str | None, Field(max_length=4_096, description="File on the server's disk (if the server allows it).")
@@ -44,8 +43,10 @@ async def memory_import(
     return await app_of(ctx).operations.import_(document, path)
 
 
-def register_operations(server: MCPServer[AppContext]) -> None:
-    """Add the operations tools to the server."""
-    register(server, memory_diagnose, title="Diagnose memory health", read_only=True)
-    register(server, memory_export, title="Export memory", read_only=False, idempotent=True)
-    register(server, memory_import, title="Import memory", read_only=False, idempotent=True)
+def operations_tools() -> list[Tool]:
+    """The operations tools."""
+    return [
+        make_tool(memory_diagnose, title="Diagnose memory health", read_only=True),
+        make_tool(memory_export, title="Export memory", read_only=False, idempotent=True),
+        make_tool(memory_import, title="Import memory", read_only=False, idempotent=True),
+    ]

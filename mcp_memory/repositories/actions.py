@@ -1,0 +1,191 @@
+"""SQL for actions, their dependencies and their parent/child tree."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from mcp_memory.db import Row
+from mcp_memory.models.records import Action
+from mcp_memory.repositories.base import Repository, dump_json, placeholders, row_dict
+
+_COLUMNS = (
+    "id, project, agent_id, title, description, status, priority, parent_id, tags, due, completed_at, "
+    "created_at, updated_at"
+)
+_OPEN = "('pending', 'active', 'blocked')"
+
+
+def _action(row: Row) -> Action:
+    return Action(**row_dict(row, ("tags",)))
+
+
+class ActionRepository(Repository):
+    """Actions of one project at a time."""
+
+    async def add(self, a: Action) -> None:
+        await self.conn.execute(
+            f"INSERT INTO actions ({_COLUMNS}) VALUES ({placeholders(13)})",
+            (
+                a.id,
+                a.project,
+                a.agent_id,
+                a.title,
+                a.description,
+                a.status,
+                a.priority,
+                a.parent_id,
+                dump_json(a.tags),
+                a.due,
+                a.completed_at,
+                a.created_at,
+                a.updated_at,
+            ),
+        )
+
+    async def update(self, a: Action) -> None:
+        await self.conn.execute(
+            "UPDATE actions SET title = ?, description = ?, status = ?, priority = ?, parent_id = ?, tags = ?, "
+            "due = ?, completed_at = ?, updated_at = ? WHERE id = ?",
+            (
+                a.title,
+                a.description,
+                a.status,
+                a.priority,
+                a.parent_id,
+                dump_json(a.tags),
+                a.due,
+                a.completed_at,
+                a.updated_at,
+                a.id,
+            ),
+        )
+
+    async def get_many(self, ids: Sequence[str], project: str) -> list[Action]:
+        if not ids:
+            return []
+        rows = await self.conn.fetchall(
+            f"SELECT {_COLUMNS} FROM actions WHERE +project = ? AND id IN ({placeholders(len(ids))})", (project, *ids)
+        )
+        by_id = {r["id"]: _action(r) for r in rows}
+        return [by_id[i] for i in ids if i in by_id]
+
+    async def dependencies(self, ids: Sequence[str]) -> dict[str, list[tuple[str, str]]]:
+        """For each action, its dependencies as (id, status)."""
+        found: dict[str, list[tuple[str, str]]] = {i: [] for i in ids}
+        if ids:
+            rows = await self.conn.fetchall(
+                "SELECT d.action_id, d.depends_on, a.status FROM action_dependencies d "
+                f"JOIN actions a ON a.id = d.depends_on WHERE d.action_id IN ({placeholders(len(ids))}) "
+                "ORDER BY d.depends_on",
+                tuple(ids),
+            )
+            for action_id, dep, status in rows:
+                found[action_id].append((dep, status))
+        return found
+
+    async def child_counts(self, ids: Sequence[str]) -> dict[str, tuple[int, int]]:
+        """For each action, (children, children done or cancelled)."""
+        found = dict.fromkeys(ids, (0, 0))
+        if ids:
+            rows = await self.conn.fetchall(
+                "SELECT parent_id, count(*), sum(status IN ('done', 'cancelled')) FROM actions "
+                f"WHERE parent_id IN ({placeholders(len(ids))}) GROUP BY parent_id",
+                tuple(ids),
+            )
+            for parent, total, done in rows:
+                found[parent] = (int(total), int(done or 0))
+        return found
+
+    async def open_children(self, action_id: str) -> list[str]:
+        rows = await self.conn.fetchall(
+            "SELECT id FROM actions WHERE parent_id = ? AND status NOT IN ('done', 'cancelled') ORDER BY id",
+            (action_id,),
+        )
+        return [r[0] for r in rows]
+
+    async def add_dependencies(self, action_id: str, deps: Sequence[str]) -> None:
+        await self.conn.executemany(
+            "INSERT INTO action_dependencies (action_id, depends_on) VALUES (?, ?) ON CONFLICT DO NOTHING",
+            [(action_id, dep) for dep in deps],
+        )
+
+    async def remove_dependencies(self, action_id: str, deps: Sequence[str]) -> None:
+        if deps:
+            await self.conn.execute(
+                f"DELETE FROM action_dependencies WHERE action_id = ? AND depends_on IN ({placeholders(len(deps))})",
+                (action_id, *deps),
+            )
+
+    async def dependency_path(self, start: str, goal: str) -> list[str] | None:
+        """A chain of depends_on edges from `start` to `goal`, if one exists."""
+        row = await self.conn.fetchone(
+            "WITH RECURSIVE reach(id, path) AS ("
+            " SELECT ?, ?"
+            " UNION"
+            " SELECT d.depends_on, reach.path || ' ' || d.depends_on FROM action_dependencies d"
+            " JOIN reach ON d.action_id = reach.id WHERE instr(reach.path, d.depends_on) = 0"
+            ") SELECT path FROM reach WHERE id = ? LIMIT 1",
+            (start, start, goal),
+        )
+        return None if row is None else str(row[0]).split(" ")
+
+    async def ancestors(self, action_id: str) -> list[str]:
+        """Parent, grandparent, … of an action (stops at a repeat, so a corrupt loop cannot hang)."""
+        rows = await self.conn.fetchall(
+            "WITH RECURSIVE up(id, depth) AS ("
+            " SELECT parent_id, 1 FROM actions WHERE id = ?"
+            " UNION"
+            " SELECT a.parent_id, up.depth + 1 FROM actions a JOIN up ON a.id = up.id"
+            " WHERE a.parent_id IS NOT NULL AND up.depth < 1000"
+            ") SELECT id FROM up WHERE id IS NOT NULL ORDER BY depth",
+            (action_id,),
+        )
+        return [r[0] for r in rows]
+
+    async def page(
+        self,
+        project: str,
+        *,
+        statuses: Sequence[str],
+        tag: str | None,
+        parent_id: str | None,
+        limit: int,
+        offset: int,
+    ) -> tuple[list[Action], int]:
+        """Actions by status (and tag, parent), highest priority then oldest first, and the total."""
+        clauses = ["project = ?", f"status IN ({placeholders(len(statuses))})"]
+        params: list[object] = [project, *statuses]
+        if tag is not None:
+            clauses.append("EXISTS (SELECT 1 FROM json_each(actions.tags) WHERE value = ?)")
+            params.append(tag)
+        if parent_id is not None:
+            clauses.append("parent_id = ?")
+            params.append(parent_id)
+        where = " AND ".join(clauses)
+        rows = await self.conn.fetchall(
+            f"SELECT {_COLUMNS} FROM actions WHERE {where} ORDER BY priority DESC, created_at, id LIMIT ? OFFSET ?",
+            (*params, limit, offset),
+        )
+        total = await self.conn.fetchval(f"SELECT count(*) FROM actions WHERE {where}", params)
+        return [_action(r) for r in rows], int(total)
+
+    async def frontier(self, project: str, tag: str | None, limit: int) -> list[Action]:
+        """Open, unblocked actions whose dependencies are all done and that have no open children."""
+        tag_clause = "AND EXISTS (SELECT 1 FROM json_each(a.tags) WHERE value = ?)" if tag is not None else ""
+        rows = await self.conn.fetchall(
+            f"SELECT {', '.join('a.' + c.strip() for c in _COLUMNS.split(','))} FROM actions a "
+            "WHERE a.project = ? AND a.status IN ('pending', 'active') "
+            "AND NOT EXISTS (SELECT 1 FROM action_dependencies d JOIN actions b ON b.id = d.depends_on "
+            "                WHERE d.action_id = a.id AND b.status <> 'done') "
+            f"AND NOT EXISTS (SELECT 1 FROM actions c WHERE c.parent_id = a.id AND c.status IN {_OPEN}) "
+            f"{tag_clause} ORDER BY a.priority DESC, a.created_at, a.id LIMIT ?",
+            (project, *([tag] if tag is not None else []), limit),
+        )
+        return [_action(r) for r in rows]
+
+    async def count_open(self, project: str) -> int:
+        return int(
+            await self.conn.fetchval(
+                f"SELECT count(*) FROM actions WHERE project = ? AND status IN {_OPEN}", (project,)
+            )
+        )

@@ -1,0 +1,130 @@
+"""SQL for lessons (including heuristics, anti-patterns and rules, which are lessons of a kind)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from mcp_memory.db import Row
+from mcp_memory.models.records import Lesson
+from mcp_memory.repositories.base import Repository, dump_json, placeholders, row_dict
+
+_COLUMNS = (
+    "id, project, agent_id, kind, content, context, tags, task_type, confidence, reinforcements, fingerprint, "
+    "last_reinforced_at, decayed_at, deleted_at, source, created_at, updated_at"
+)
+
+
+def _lesson(row: Row) -> Lesson:
+    return Lesson(**row_dict(row, ("tags", "source")))
+
+
+class LessonRepository(Repository):
+    """Lessons of one or more scopes (a project, and the global scope "*")."""
+
+    async def add(self, lesson: Lesson) -> None:
+        await self.conn.execute(
+            f"INSERT INTO lessons ({_COLUMNS}) VALUES ({placeholders(17)})",
+            (
+                lesson.id,
+                lesson.project,
+                lesson.agent_id,
+                lesson.kind,
+                lesson.content,
+                lesson.context,
+                dump_json(lesson.tags),
+                lesson.task_type,
+                lesson.confidence,
+                lesson.reinforcements,
+                lesson.fingerprint,
+                lesson.last_reinforced_at,
+                lesson.decayed_at,
+                lesson.deleted_at,
+                dump_json(lesson.source),
+                lesson.created_at,
+                lesson.updated_at,
+            ),
+        )
+
+    async def update(self, lesson: Lesson) -> None:
+        """Write back every mutable field of a lesson."""
+        await self.conn.execute(
+            "UPDATE lessons SET kind = ?, content = ?, context = ?, tags = ?, task_type = ?, confidence = ?, "
+            "reinforcements = ?, last_reinforced_at = ?, decayed_at = ?, deleted_at = ?, source = ?, updated_at = ? "
+            "WHERE id = ?",
+            (
+                lesson.kind,
+                lesson.content,
+                lesson.context,
+                dump_json(lesson.tags),
+                lesson.task_type,
+                lesson.confidence,
+                lesson.reinforcements,
+                lesson.last_reinforced_at,
+                lesson.decayed_at,
+                lesson.deleted_at,
+                dump_json(lesson.source),
+                lesson.updated_at,
+                lesson.id,
+            ),
+        )
+
+    async def get_or_none(self, lesson_id: str, scopes: Sequence[str]) -> Lesson | None:
+        row = await self.conn.fetchone(
+            f"SELECT {_COLUMNS} FROM lessons WHERE id = ? AND project IN ({placeholders(len(scopes))})",
+            (lesson_id, *scopes),
+        )
+        return None if row is None else _lesson(row)
+
+    async def get_many(self, ids: Sequence[str], scopes: Sequence[str]) -> list[Lesson]:
+        if not ids:
+            return []
+        rows = await self.conn.fetchall(
+            f"SELECT {_COLUMNS} FROM lessons WHERE id IN ({placeholders(len(ids))}) "
+            f"AND +project IN ({placeholders(len(scopes))})",
+            (*ids, *scopes),
+        )
+        by_id = {r["id"]: _lesson(r) for r in rows}
+        return [by_id[i] for i in ids if i in by_id]
+
+    async def by_fingerprint(self, project: str, fingerprint: str) -> Lesson | None:
+        row = await self.conn.fetchone(
+            f"SELECT {_COLUMNS} FROM lessons WHERE project = ? AND fingerprint = ?", (project, fingerprint)
+        )
+        return None if row is None else _lesson(row)
+
+    async def find(
+        self,
+        scopes: Sequence[str],
+        *,
+        kinds: Sequence[str] | None = None,
+        task_type: str | None = None,
+        include_deleted: bool = False,
+    ) -> list[Lesson]:
+        """Lessons of the scopes, optionally of some kinds and one task type, newest first."""
+        clauses = [f"project IN ({placeholders(len(scopes))})"]
+        params: list[object] = list(scopes)
+        if kinds:
+            clauses.append(f"kind IN ({placeholders(len(kinds))})")
+            params.extend(kinds)
+        if task_type is not None:
+            clauses.append("task_type = ?")
+            params.append(task_type)
+        if not include_deleted:
+            clauses.append("deleted_at IS NULL")
+        rows = await self.conn.fetchall(
+            f"SELECT {_COLUMNS} FROM lessons WHERE {' AND '.join(clauses)} ORDER BY created_at DESC, id DESC", params
+        )
+        return [_lesson(r) for r in rows]
+
+    async def delete(self, ids: Sequence[str]) -> None:
+        if ids:
+            await self.conn.execute(f"DELETE FROM lessons WHERE id IN ({placeholders(len(ids))})", tuple(ids))
+
+    async def count(self, project: str | None = None) -> int:
+        if project is None:
+            return int(await self.conn.fetchval("SELECT count(*) FROM lessons WHERE deleted_at IS NULL"))
+        return int(
+            await self.conn.fetchval(
+                "SELECT count(*) FROM lessons WHERE project = ? AND deleted_at IS NULL", (project,)
+            )
+        )

@@ -1,0 +1,173 @@
+"""SQL for outcomes and mistake cards."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from mcp_memory.db import Row
+from mcp_memory.models.records import MistakeCard, Outcome
+from mcp_memory.repositories.base import Repository, dump_json, placeholders, row_dict
+
+_OUTCOME_COLUMNS = (
+    "id, project, agent_id, session_id, task, task_type, task_type_inferred, success, score, steps, strategy, "
+    "duration_s, error, feedback, mistakes, successes, created_at"
+)
+_CARD_COLUMNS = (
+    "id, project, merge_key, task_type, type, task, wrong_decision, correct_decision, why, seen_count, "
+    "first_seen_at, last_seen_at, created_at, updated_at"
+)
+
+
+def _outcome(row: Row) -> Outcome:
+    return Outcome(**row_dict(row, ("steps", "mistakes", "successes"), ("success", "task_type_inferred")))
+
+
+def _card(row: Row) -> MistakeCard:
+    return MistakeCard(**row_dict(row))
+
+
+class OutcomeRepository(Repository):
+    """Outcomes (episodes) and the score figures derived from them."""
+
+    async def add(self, o: Outcome) -> None:
+        await self.conn.execute(
+            f"INSERT INTO outcomes ({_OUTCOME_COLUMNS}) VALUES ({placeholders(17)})",
+            (
+                o.id,
+                o.project,
+                o.agent_id,
+                o.session_id,
+                o.task,
+                o.task_type,
+                int(o.task_type_inferred),
+                None if o.success is None else int(o.success),
+                o.score,
+                dump_json(o.steps),
+                o.strategy,
+                o.duration_s,
+                o.error,
+                o.feedback,
+                dump_json(o.mistakes),
+                dump_json(o.successes),
+                o.created_at,
+            ),
+        )
+
+    async def get_many(self, ids: Sequence[str], project: str) -> list[Outcome]:
+        if not ids:
+            return []
+        rows = await self.conn.fetchall(
+            f"SELECT {_OUTCOME_COLUMNS} FROM outcomes WHERE +project = ? AND id IN ({placeholders(len(ids))})",
+            (project, *ids),
+        )
+        by_id = {r["id"]: _outcome(r) for r in rows}
+        return [by_id[i] for i in ids if i in by_id]
+
+    async def recent(self, project: str, task_type: str | None = None, limit: int = 200) -> list[Outcome]:
+        """Most recent outcomes of a project (of one task type when given), newest first."""
+        where, params = "project = ?", [project]
+        if task_type is not None:
+            where += " AND task_type = ?"
+            params.append(task_type)
+        rows = await self.conn.fetchall(
+            f"SELECT {_OUTCOME_COLUMNS} FROM outcomes WHERE {where} ORDER BY created_at DESC, id DESC LIMIT ?",
+            (*params, limit),
+        )
+        return [_outcome(r) for r in rows]
+
+    async def task_type_stats(self, project: str, task_type: str | None = None) -> list[tuple[str, int, int, float]]:
+        """(task type, outcomes, successes, mean score) per task type, most outcomes first."""
+        where, params = "project = ?", [project]
+        if task_type is not None:
+            where += " AND task_type = ?"
+            params.append(task_type)
+        rows = await self.conn.fetchall(
+            f"SELECT task_type, count(*), sum(success), avg(score) FROM outcomes WHERE {where} "
+            "GROUP BY task_type ORDER BY count(*) DESC, task_type",
+            params,
+        )
+        return [(r[0], int(r[1]), int(r[2] or 0), float(r[3] or 0.0)) for r in rows]
+
+    async def count(self, project: str) -> int:
+        return int(await self.conn.fetchval("SELECT count(*) FROM outcomes WHERE project = ?", (project,)))
+
+
+class MistakeCardRepository(Repository):
+    """Mistake cards, merged by (type, task, correct decision) into one row with a seen count."""
+
+    async def get_many(self, ids: Sequence[str], project: str) -> list[MistakeCard]:
+        if not ids:
+            return []
+        rows = await self.conn.fetchall(
+            f"SELECT {_CARD_COLUMNS} FROM mistake_cards WHERE +project = ? AND id IN ({placeholders(len(ids))})",
+            (project, *ids),
+        )
+        by_id = {r["id"]: _card(r) for r in rows}
+        return [by_id[i] for i in ids if i in by_id]
+
+    async def by_key(self, project: str, merge_key: str) -> MistakeCard | None:
+        row = await self.conn.fetchone(
+            f"SELECT {_CARD_COLUMNS} FROM mistake_cards WHERE project = ? AND merge_key = ?", (project, merge_key)
+        )
+        return None if row is None else _card(row)
+
+    async def add(self, card: MistakeCard) -> None:
+        await self.conn.execute(
+            f"INSERT INTO mistake_cards ({_CARD_COLUMNS}) VALUES ({placeholders(14)})",
+            (
+                card.id,
+                card.project,
+                card.merge_key,
+                card.task_type,
+                card.type,
+                card.task,
+                card.wrong_decision,
+                card.correct_decision,
+                card.why,
+                card.seen_count,
+                card.first_seen_at,
+                card.last_seen_at,
+                card.created_at,
+                card.updated_at,
+            ),
+        )
+
+    async def seen_again(self, card_id: str, at: str, wrong: str | None, why: str | None) -> None:
+        """Count one more sighting; newer details replace older ones when given."""
+        await self.conn.execute(
+            "UPDATE mistake_cards SET seen_count = seen_count + 1, last_seen_at = ?, updated_at = ?, "
+            "wrong_decision = coalesce(?, wrong_decision), why = coalesce(?, why) WHERE id = ?",
+            (at, at, wrong, why, card_id),
+        )
+
+    async def link(self, outcome_id: str, card_id: str) -> None:
+        await self.conn.execute(
+            "INSERT INTO outcome_mistake_cards (outcome_id, card_id) VALUES (?, ?) ON CONFLICT DO NOTHING",
+            (outcome_id, card_id),
+        )
+
+    async def top(self, project: str, task_type: str | None = None, limit: int = 10) -> list[MistakeCard]:
+        """Most seen first, then most recently seen."""
+        where, params = "project = ?", [project]
+        if task_type is not None:
+            where += " AND (task_type = ? OR task_type IS NULL)"
+            params.append(task_type)
+        rows = await self.conn.fetchall(
+            f"SELECT {_CARD_COLUMNS} FROM mistake_cards WHERE {where} "
+            "ORDER BY seen_count DESC, last_seen_at DESC, id LIMIT ?",
+            (*params, limit),
+        )
+        return [_card(r) for r in rows]
+
+    async def beyond(self, project: str, keep: int) -> list[str]:
+        """Ids of the cards past the `keep` most seen (the ones a bounded list drops)."""
+        rows = await self.conn.fetchall(
+            "SELECT id FROM mistake_cards WHERE project = ? ORDER BY seen_count DESC, last_seen_at DESC, id "
+            "LIMIT -1 OFFSET ?",
+            (project, keep),
+        )
+        return [r[0] for r in rows]
+
+    async def delete(self, ids: Sequence[str]) -> None:
+        if ids:
+            await self.conn.execute(f"DELETE FROM mistake_cards WHERE id IN ({placeholders(len(ids))})", tuple(ids))

@@ -1,0 +1,245 @@
+"""Actions: work items with validated status changes, acyclic dependencies and a parent/child tree.
+
+Rules: an action cannot become active or done while a dependency is not done; a parent cannot be
+done while a child is still open; reopening a child (or adding one) reopens a done parent. The
+frontier is every pending or active action whose dependencies are all done and that has no open
+children, by priority (highest first) then age (oldest first).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from mcp_memory.db import Conn, Tx
+from mcp_memory.errors import ConflictError, InvalidInputError, NotFoundError
+from mcp_memory.ids import new_id
+from mcp_memory.models.organising import ActionList, ActionResult, ActionView
+from mcp_memory.models.records import Action
+from mcp_memory.repositories.actions import ActionRepository
+from mcp_memory.services.common import Service, moment
+
+STATUSES = ("pending", "active", "blocked", "done", "cancelled")
+OPEN_STATUSES = ("pending", "active", "blocked")
+TRANSITIONS: dict[str, frozenset[str]] = {
+    "pending": frozenset({"active", "blocked", "done", "cancelled"}),
+    "active": frozenset({"pending", "blocked", "done", "cancelled"}),
+    "blocked": frozenset({"pending", "active", "done", "cancelled"}),
+    "done": frozenset({"pending", "active"}),
+    "cancelled": frozenset({"pending"}),
+}
+"""Allowed status changes; reopening is done → pending/active and cancelled → pending."""
+
+
+class ActionService(Service):
+    """Creates, updates and lists actions, and computes the frontier."""
+
+    async def create(
+        self,
+        project: str,
+        title: str,
+        *,
+        description: str | None = None,
+        status: str = "pending",
+        priority: int = 0,
+        parent_id: str | None = None,
+        depends_on: Sequence[str] = (),
+        tags: Sequence[str] = (),
+        due: str | None = None,
+        agent_id: str | None = None,
+    ) -> ActionResult:
+        """Create an action under an optional parent, after optional dependencies."""
+        if status not in ("pending", "active", "blocked"):
+            raise InvalidInputError("status", "a new action starts as pending, active or blocked")
+        scrub = self.scrubber()
+        now = self.now_iso()
+        action = Action(
+            id=new_id("action"),
+            project=project,
+            agent_id=agent_id or self.settings.agent_id,
+            title=scrub.required("title", title),
+            description=scrub.optional(description),
+            status=status,
+            priority=priority,
+            parent_id=parent_id,
+            tags=sorted({t.strip() for t in tags if t.strip()}),
+            due=moment("due", due),
+            created_at=now,
+            updated_at=now,
+        )
+        deps = list(dict.fromkeys(depends_on))
+        async with self.db.transaction("memory_action_create", actor=action.agent_id, project=project) as tx:
+            repo = ActionRepository(tx)
+            await self._require(repo, project, deps, "depends_on")
+            if parent_id is not None:
+                await self._require(repo, project, [parent_id], "parent_id")
+            if status == "active":
+                await self._check_dependencies_done(repo, action, deps)
+            await repo.add(action)
+            await repo.add_dependencies(action.id, deps)
+            tx.changed("action", action.id, "create")
+            also = await self._reopen_parent(tx, action)
+            view = (await self._views(tx, [action]))[0]
+        return ActionResult(action=view, also_changed=also, redacted=scrub.summary())
+
+    async def update(
+        self,
+        project: str,
+        action_id: str,
+        *,
+        title: str | None = None,
+        description: str | None = None,
+        status: str | None = None,
+        priority: int | None = None,
+        parent_id: str | None = None,
+        clear_parent: bool = False,
+        add_depends_on: Sequence[str] = (),
+        remove_depends_on: Sequence[str] = (),
+        tags: Sequence[str] | None = None,
+        due: str | None = None,
+    ) -> ActionResult:
+        """Change an action; every rule is checked before anything is written."""
+        scrub = self.scrubber()
+        now = self.now_iso()
+        async with self.db.transaction("memory_action_update", project=project) as tx:
+            repo = ActionRepository(tx)
+            (current,) = await self._require(repo, project, [action_id], "id")
+            changes: dict[str, object] = {"updated_at": now}
+            if title is not None:
+                changes["title"] = scrub.required("title", title)
+            if description is not None:
+                changes["description"] = scrub.text(description)
+            if priority is not None:
+                changes["priority"] = priority
+            if tags is not None:
+                changes["tags"] = sorted({t.strip() for t in tags if t.strip()})
+            if due is not None:
+                changes["due"] = moment("due", due)
+            if clear_parent:
+                changes["parent_id"] = None
+            elif parent_id is not None:
+                await self._require(repo, project, [parent_id], "parent_id")
+                if parent_id == action_id or action_id in await repo.ancestors(parent_id):
+                    raise ConflictError(f"parent_id: {parent_id} is {action_id} or one of its descendants")
+                changes["parent_id"] = parent_id
+            added = [d for d in dict.fromkeys(add_depends_on) if d not in remove_depends_on]
+            await self._require(repo, project, added, "add_depends_on")
+            for dep in added:
+                path = [action_id] if dep == action_id else await repo.dependency_path(dep, action_id)
+                if path is not None:
+                    cycle = " -> ".join([action_id, *path])
+                    raise ConflictError(f"add_depends_on: {dep} would make a dependency cycle: {cycle}")
+            await repo.remove_dependencies(action_id, list(remove_depends_on))
+            await repo.add_dependencies(action_id, added)
+            action = current.model_copy(update=changes)
+            if status is not None and status != current.status:
+                action = await self._transition(repo, action, current.status, status, now)
+            elif action.status == "done":
+                await self._check_dependencies_done(repo, action, None)
+            await repo.update(action)
+            tx.changed("action", action.id, "update")
+            also = await self._reopen_parent(tx, action)
+            view = (await self._views(tx, [action]))[0]
+        return ActionResult(action=view, also_changed=also, redacted=scrub.summary())
+
+    async def _transition(self, repo: ActionRepository, action: Action, old: str, new: str, now: str) -> Action:
+        if new not in STATUSES:
+            raise InvalidInputError("status", f"must be one of {', '.join(STATUSES)}")
+        if new not in TRANSITIONS[old]:
+            allowed = ", ".join(sorted(TRANSITIONS[old]))
+            raise ConflictError(f"status: cannot go from {old} to {new}; from {old} an action can become {allowed}")
+        if new in ("active", "done"):
+            await self._check_dependencies_done(repo, action, None)
+        if new == "done":
+            children = await repo.open_children(action.id)
+            if children:
+                raise ConflictError(f"status: {action.id} still has open children: {', '.join(children)}")
+        return action.model_copy(update={"status": new, "completed_at": now if new == "done" else None})
+
+    async def _check_dependencies_done(
+        self, repo: ActionRepository, action: Action, deps: Sequence[str] | None
+    ) -> None:
+        if deps is not None:
+            states = [(d.id, d.status) for d in await repo.get_many(deps, action.project)]
+        else:
+            states = (await repo.dependencies([action.id]))[action.id]
+        waiting = [dep for dep, state in states if state != "done"]
+        if waiting:
+            raise ConflictError(f"status: {action.id} is blocked by unfinished dependencies: {', '.join(waiting)}")
+
+    async def _reopen_parent(self, tx: Tx, action: Action) -> list[str]:
+        """A done parent with an open child is not done: reopen it (and its done ancestors)."""
+        if action.status not in OPEN_STATUSES or action.parent_id is None:
+            return []
+        repo = ActionRepository(tx)
+        reopened = []
+        for ancestor in await repo.get_many(await repo.ancestors(action.id), action.project):
+            if ancestor.status != "done":
+                break
+            await repo.update(ancestor.model_copy(update={"status": "active", "completed_at": None}))
+            tx.changed("action", ancestor.id, "reopen")
+            reopened.append(ancestor.id)
+        return reopened
+
+    async def page(
+        self,
+        project: str,
+        *,
+        statuses: Sequence[str] | None,
+        tag: str | None,
+        parent_id: str | None,
+        limit: int,
+        offset: int,
+    ) -> ActionList:
+        """Actions by status (open ones by default), highest priority then oldest first."""
+        for status in statuses or ():
+            if status not in STATUSES:
+                raise InvalidInputError("status", f"must be among {', '.join(STATUSES)}")
+        async with self.db.read() as conn:
+            found, total = await ActionRepository(conn).page(
+                project, statuses=statuses or OPEN_STATUSES, tag=tag, parent_id=parent_id, limit=limit, offset=offset
+            )
+            views = await self._views(conn, found)
+        more = offset + len(views) < total
+        return ActionList(
+            project=project, total=total, actions=views, next_offset=offset + len(views) if more else None
+        )
+
+    async def frontier(self, project: str, *, tag: str | None, limit: int) -> ActionList:
+        """What can be done next: open actions with every dependency done, by priority then age."""
+        async with self.db.read() as conn:
+            found = await ActionRepository(conn).frontier(project, tag, limit)
+            views = await self._views(conn, found)
+        return ActionList(project=project, total=len(views), actions=views)
+
+    async def _require(self, repo: ActionRepository, project: str, ids: Sequence[str], field: str) -> list[Action]:
+        found = await repo.get_many(ids, project)
+        missing = [i for i in ids if i not in {a.id for a in found}]
+        if missing:
+            raise NotFoundError("action", missing[0], "call memory_action_list to see actions", field=field)
+        return found
+
+    async def _views(self, conn: Conn, actions: Sequence[Action]) -> list[ActionView]:
+        repo = ActionRepository(conn)
+        ids = [a.id for a in actions]
+        deps = await repo.dependencies(ids)
+        children = await repo.child_counts(ids)
+        return [
+            ActionView(
+                id=a.id,
+                title=a.title,
+                description=a.description,
+                status=a.status,
+                priority=a.priority,
+                parent_id=a.parent_id,
+                depends_on=[d for d, _ in deps[a.id]],
+                blocked_by=[d for d, state in deps[a.id] if state != "done"],
+                children=children[a.id][0],
+                children_done=children[a.id][1],
+                tags=a.tags,
+                due=a.due,
+                completed_at=a.completed_at,
+                created_at=a.created_at,
+                updated_at=a.updated_at,
+            )
+            for a in actions
+        ]

@@ -1,0 +1,329 @@
+"""Lessons: saved, reinforced, decayed over time, recalled by relevance × confidence.
+
+Confidence is stored as of the last reinforcement (or the last persisted decay) and decays by
+`lesson_decay_per_week` for every week since, computed when read. Reinforcing applies
+`confidence += 0.1 × (1 − confidence)` to the decayed value. A lesson never reinforced whose
+confidence has fallen to `lesson_fade_at` counts as soft-deleted (faded): hidden from recall and
+context, listed with status "faded", and restored by saving it again.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from collections.abc import AsyncIterator, Sequence
+from datetime import datetime
+
+from mcp_memory.clock import from_iso, weeks_between
+from mcp_memory.db import Database, Tx
+from mcp_memory.errors import InvalidInputError, NotFoundError
+from mcp_memory.ids import new_id
+from mcp_memory.models.learning import LessonList, LessonRecallResult, LessonSaveResult, LessonView
+from mcp_memory.models.records import Lesson
+from mcp_memory.repositories.lessons import LessonRepository
+from mcp_memory.repositories.meta import MetaRepository
+from mcp_memory.search.index import SearchFilter
+from mcp_memory.services.common import GLOBAL_PROJECT, Deps, Service
+from mcp_memory.services.indexing import DocSpec
+
+LESSON_KINDS = ("lesson", "heuristic", "anti_pattern", "rule_works", "rule_avoid")
+REINFORCE_STEP = 0.1
+_PUNCTUATION_EDGES = re.compile(r"^[\s\W_]+|[\s\W_]+$")
+
+
+def fingerprint(content: str, kind: str = "lesson", task_type: str | None = None) -> str:
+    """SHA-256 of the normalised content: case-folded, whitespace collapsed, edge punctuation dropped.
+
+    Lessons saved by an agent are identified by their text alone. A derived lesson (heuristic,
+    anti-pattern, rule) also by its kind and task type, so the same advice learned for two task
+    types, or as a rule and as a saved lesson, stays two lessons.
+    """
+    normal = _PUNCTUATION_EDGES.sub("", " ".join(content.casefold().split()))
+    if kind != "lesson":
+        normal = f"{kind}\x1f{task_type or ''}\x1f{normal}"
+    return hashlib.sha256(normal.encode()).hexdigest()
+
+
+def reinforced(confidence: float) -> float:
+    """Confidence after one reinforcement."""
+    return confidence + REINFORCE_STEP * (1.0 - confidence)
+
+
+def lesson_doc(lesson: Lesson) -> DocSpec:
+    """The index document of a lesson (soft-deleted lessons are not indexed)."""
+    return DocSpec(
+        doc_id=lesson.id,
+        kind="lesson",
+        subtype=lesson.kind,
+        project=lesson.project,
+        at=lesson.created_at,
+        fields=(
+            (lesson.content, 1),
+            (lesson.context or "", 1),
+            (" ".join(lesson.tags), 1),
+            ((lesson.task_type or "").replace("_", " "), 1),
+        ),
+    )
+
+
+class LessonService(Service):
+    """Saves, reinforces, decays and recalls lessons of every kind."""
+
+    def __init__(self, deps: Deps) -> None:
+        super().__init__(deps)
+        deps.indexer.register_source("lesson", self._lesson_docs)
+
+    # -- confidence -------------------------------------------------------------------------------
+
+    def confidence(self, lesson: Lesson, now: datetime | None = None) -> float:
+        """Confidence as of `now`: the stored value decayed for the weeks since it was last set."""
+        since = max(lesson.last_reinforced_at, lesson.decayed_at or "")
+        weeks = weeks_between(from_iso(since), now or self.now())
+        keep: float = (1.0 - self.settings.lesson_decay_per_week) ** weeks
+        return lesson.confidence * keep
+
+    def faded(self, lesson: Lesson, confidence: float) -> bool:
+        """Soft-deleted: marked so, or never reinforced and decayed to the fade threshold."""
+        return lesson.deleted_at is not None or (
+            lesson.reinforcements == 0 and confidence <= self.settings.lesson_fade_at
+        )
+
+    def view(self, lesson: Lesson, score: float | None = None) -> LessonView:
+        """A lesson as tools show it, with its current confidence and status."""
+        confidence = self.confidence(lesson)
+        return LessonView(
+            id=lesson.id,
+            kind=lesson.kind,
+            scope="global" if lesson.project == GLOBAL_PROJECT else "project",
+            content=lesson.content,
+            context=lesson.context,
+            tags=lesson.tags,
+            task_type=lesson.task_type,
+            confidence=round(confidence, 4),
+            reinforcements=lesson.reinforcements,
+            last_reinforced_at=lesson.last_reinforced_at,
+            status="faded" if self.faded(lesson, confidence) else "active",
+            source=lesson.source,
+            created_at=lesson.created_at,
+            score=None if score is None else round(score, 4),
+        )
+
+    # -- writes -----------------------------------------------------------------------------------
+
+    async def save(
+        self,
+        project: str,
+        content: str,
+        *,
+        context: str | None = None,
+        tags: Sequence[str] | None = None,
+        task_type: str | None = None,
+        confidence: float | None = None,
+        scope: str = "project",
+        agent_id: str | None = None,
+    ) -> LessonSaveResult:
+        """Save a lesson, or reinforce (and if faded, restore) the one with the same fingerprint."""
+        if confidence is not None and confidence <= self.settings.lesson_fade_at:
+            raise InvalidInputError(
+                "confidence", f"must be above {self.settings.lesson_fade_at} (a lesson at or below it is faded)"
+            )
+        scrub = self.scrubber()
+        content = scrub.required("content", content).strip()
+        target = GLOBAL_PROJECT if scope == "global" else project
+        async with self.db.transaction("memory_lesson_save", actor=agent_id, project=target) as tx:
+            lesson, created, restored, before = await self.learn(
+                tx,
+                target,
+                content,
+                kind="lesson",
+                context=scrub.optional(context),
+                tags=scrub.many(tags) or [],
+                task_type=task_type,
+                confidence=confidence,
+                agent_id=agent_id or self.settings.agent_id,
+            )
+        return LessonSaveResult(
+            lesson=self.view(lesson),
+            created=created,
+            restored=restored,
+            previous_confidence=None if before is None else round(before, 4),
+            redacted=scrub.summary(),
+        )
+
+    async def learn(
+        self,
+        tx: Tx,
+        project: str,
+        content: str,
+        *,
+        kind: str,
+        context: str | None = None,
+        tags: Sequence[str] = (),
+        task_type: str | None = None,
+        confidence: float | None = None,
+        agent_id: str | None = None,
+        source: dict[str, object] | None = None,
+    ) -> tuple[Lesson, bool, bool, float | None]:
+        """Create a lesson or reinforce its twin; returns (lesson, created, restored, prior confidence)."""
+        repo = LessonRepository(tx)
+        now = self.now_iso()
+        key = fingerprint(content, kind, task_type)
+        existing = await repo.by_fingerprint(project, key)
+        if existing is None:
+            lesson = Lesson(
+                id=new_id("lesson"),
+                project=project,
+                agent_id=agent_id,
+                kind=kind,
+                content=content,
+                context=context,
+                tags=sorted({t.strip().casefold() for t in tags if t.strip()}),
+                task_type=task_type,
+                confidence=self.settings.lesson_confidence if confidence is None else confidence,
+                fingerprint=key,
+                last_reinforced_at=now,
+                source=dict(source or {}),
+                created_at=now,
+                updated_at=now,
+            )
+            await repo.add(lesson)
+            tx.changed("lesson", lesson.id, "create")
+            await self.deps.indexer.put(tx, lesson_doc(lesson))
+            return lesson, True, False, None
+        before = self.confidence(existing)
+        restored = self.faded(existing, before)
+        lesson = existing.model_copy(
+            update={
+                "confidence": reinforced(before),
+                "reinforcements": existing.reinforcements + 1,
+                "last_reinforced_at": now,
+                "decayed_at": None,
+                "deleted_at": None,
+                "context": context or existing.context,
+                "tags": sorted(set(existing.tags) | {t.strip().casefold() for t in tags if t.strip()}),
+                "source": existing.source | dict(source or {}),
+                "updated_at": now,
+            }
+        )
+        await self.store(tx, lesson, "reinforce")
+        return lesson, False, restored, before
+
+    async def store(self, tx: Tx, lesson: Lesson, op: str) -> None:
+        """Write back a changed lesson and keep the index in step (soft-deleted ones leave it)."""
+        await LessonRepository(tx).update(lesson)
+        tx.changed("lesson", lesson.id, op)
+        if lesson.deleted_at is None:
+            await self.deps.indexer.put(tx, lesson_doc(lesson))
+        else:
+            await self.deps.indexer.drop(tx, [lesson.id])
+
+    # -- reads ------------------------------------------------------------------------------------
+
+    async def recall(
+        self,
+        project: str,
+        query: str | None,
+        *,
+        task_type: str | None = None,
+        kinds: Sequence[str] | None = None,
+        limit: int = 10,
+        include_global: bool = True,
+    ) -> LessonRecallResult:
+        """Lessons ranked by BM25 relevance × confidence: the project's first, then global ones."""
+        _check_kinds(kinds)
+        scopes = [project] + ([GLOBAL_PROJECT] if include_global and project != GLOBAL_PROJECT else [])
+        found: list[LessonView] = []
+        for scope in scopes:
+            ranked = await self.ranked(scope, query, task_type=task_type, kinds=kinds, limit=limit - len(found))
+            found += ranked
+            if len(found) >= limit:
+                break
+        return LessonRecallResult(project=project, query=query, lessons=found)
+
+    async def ranked(
+        self,
+        scope: str,
+        query: str | None,
+        *,
+        task_type: str | None = None,
+        kinds: Sequence[str] | None = None,
+        limit: int = 10,
+    ) -> list[LessonView]:
+        """Active lessons of one scope, best first: relevance × confidence, or confidence without a query."""
+        if limit <= 0:
+            return []
+        subtypes = frozenset(kinds) if kinds else None
+        if query:
+            hits = self.deps.index.search(
+                scope, query, SearchFilter(kinds=frozenset({"lesson"}), subtypes=subtypes), 200
+            )
+            relevance = {h.doc_id: h.score if h.score > 0 else 1e-3 / (rank + 1) for rank, h in enumerate(hits)}
+            async with self.db.read() as conn:
+                lessons = await LessonRepository(conn).get_many(list(relevance), [scope])
+        else:
+            async with self.db.read() as conn:
+                lessons = await LessonRepository(conn).find([scope], kinds=kinds)
+            relevance = {lesson.id: 1.0 for lesson in lessons}
+        scored = []
+        for lesson in lessons:
+            if task_type is not None and lesson.task_type not in (None, task_type):
+                continue
+            confidence = self.confidence(lesson)
+            if not self.faded(lesson, confidence):
+                scored.append((relevance[lesson.id] * confidence, lesson))
+        scored.sort(key=lambda pair: (-pair[0], pair[1].id))
+        return [self.view(lesson, score if query else None) for score, lesson in scored[:limit]]
+
+    async def lessons(
+        self,
+        project: str,
+        *,
+        kinds: Sequence[str] | None,
+        task_type: str | None,
+        status: str,
+        scope: str,
+        limit: int,
+        offset: int,
+    ) -> LessonList:
+        """A page of lessons by confidence (highest first), with faded ones only when asked for."""
+        _check_kinds(kinds)
+        scopes = {"project": [project], "global": [GLOBAL_PROJECT], "all": [project, GLOBAL_PROJECT]}[scope]
+        async with self.db.read() as conn:
+            found = await LessonRepository(conn).find(scopes, kinds=kinds, task_type=task_type, include_deleted=True)
+        views = [self.view(lesson) for lesson in found]
+        if status != "all":
+            views = [v for v in views if v.status == status]
+        views.sort(key=lambda v: (-v.confidence, v.id))
+        page = views[offset : offset + limit]
+        more = offset + len(page) < len(views)
+        return LessonList(
+            project=project, total=len(views), lessons=page, next_offset=offset + len(page) if more else None
+        )
+
+    async def get(self, project: str, lesson_id: str) -> Lesson:
+        """A lesson of the project or the global scope."""
+        async with self.db.read() as conn:
+            found = await LessonRepository(conn).get_or_none(lesson_id, [project, GLOBAL_PROJECT])
+        if found is None:
+            raise NotFoundError("lesson", lesson_id, "call memory_lessons to list lessons")
+        return found
+
+    async def reindex(self, tx: Tx, lessons: Sequence[Lesson]) -> None:
+        """Index stored lessons (after an import); soft-deleted ones are dropped."""
+        await self.deps.indexer.drop(tx, [lesson.id for lesson in lessons if lesson.deleted_at is not None])
+        await self.deps.indexer.put_many(tx, [lesson_doc(lesson) for lesson in lessons if lesson.deleted_at is None])
+
+    async def _lesson_docs(self, db: Database) -> AsyncIterator[list[DocSpec]]:
+        async with db.read() as conn:
+            projects = await MetaRepository(conn).projects_of("lessons")
+        for project in projects:
+            async with db.read() as conn:
+                found = await LessonRepository(conn).find([project])
+            for batch in self.deps.indexer.batches([lesson_doc(lesson) for lesson in found]):
+                yield batch
+
+
+def _check_kinds(kinds: Sequence[str] | None) -> None:
+    for kind in kinds or ():
+        if kind not in LESSON_KINDS:
+            raise InvalidInputError("kinds", f"unknown kind {kind!r}; use {', '.join(LESSON_KINDS)}")

@@ -1,0 +1,109 @@
+"""Relations: typed, weighted edges between any two records, and walks over them."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from mcp_memory.errors import InvalidInputError, NotFoundError
+from mcp_memory.ids import new_id
+from mcp_memory.models.organising import RelatedNode, RelatedResult, RelateResult, RelationView
+from mcp_memory.models.records import Relation
+from mcp_memory.repositories.relations import RecordNames, RelationRepository
+from mcp_memory.services.common import GLOBAL_PROJECT, Service
+
+RELATION_TYPES = (
+    "related", "supersedes", "extends", "contradicts", "depends_on", "derived_from", "part_of", "causes",
+    "fixes", "mentions", "duplicates",
+)  # fmt: skip
+"""Suggested relation types; any lower_snake_case type is accepted."""
+
+
+def relation_view(r: Relation) -> RelationView:
+    """A relation as tools show it."""
+    return RelationView(
+        id=r.id, source_id=r.source_id, target_id=r.target_id, type=r.type, weight=r.weight, note=r.note,
+        created_at=r.created_at,
+    )  # fmt: skip
+
+
+class RelationService(Service):
+    """Links records and walks the links."""
+
+    async def relate(
+        self, project: str, source_id: str, target_id: str, type_: str, weight: float, note: str | None
+    ) -> RelateResult:
+        """Store an edge between two records of the project (or global lessons and slots)."""
+        if source_id == target_id:
+            raise InvalidInputError("target_id", "must differ from source_id")
+        scrub = self.scrubber()
+        now = self.now_iso()
+        async with self.db.transaction("memory_relate", project=project) as tx:
+            names = await RecordNames(tx).describe([source_id, target_id], [project, GLOBAL_PROJECT])
+            for field, record_id in (("source_id", source_id), ("target_id", target_id)):
+                if record_id not in names:
+                    raise NotFoundError("record", record_id, "use memory_smart_search to find ids", field=field)
+            relation = Relation(
+                id=new_id("relation"),
+                project=project,
+                source_id=source_id,
+                target_id=target_id,
+                type=type_,
+                weight=weight,
+                note=scrub.optional(note),
+                created_at=now,
+                updated_at=now,
+            )
+            repo = RelationRepository(tx)
+            created = await repo.upsert(relation)
+            stored = await repo.get(source_id, target_id, type_)
+            assert stored is not None
+            tx.changed("relation", stored.id, "create" if created else "update")
+        return RelateResult(relation=relation_view(stored), created=created)
+
+    async def related(
+        self,
+        project: str,
+        start: str,
+        *,
+        hops: int = 1,
+        types: Sequence[str] | None = None,
+        direction: str = "both",
+        limit: int = 20,
+    ) -> RelatedResult:
+        """Records reachable from `start` within `hops` edges, nearest first, then strongest."""
+        scopes = [project, GLOBAL_PROJECT]
+        async with self.db.read() as conn:
+            names = RecordNames(conn)
+            if start not in await names.describe([start], scopes):
+                raise NotFoundError("record", start, "use memory_smart_search to find ids")
+            repo = RelationRepository(conn)
+            reached: dict[str, tuple[int, str, float]] = {start: (0, "", 1.0)}
+            edges: dict[str, Relation] = {}
+            ring = [start]
+            for depth in range(1, hops + 1):
+                following: list[str] = []
+                for edge in await repo.touching(project, ring, direction, types):
+                    edges[edge.id] = edge
+                    here, there = (
+                        (edge.source_id, edge.target_id)
+                        if edge.source_id in ring and edge.target_id not in reached
+                        else (edge.target_id, edge.source_id)
+                    )
+                    if there in reached or here not in reached:
+                        continue
+                    reached[there] = (depth, edge.type, reached[here][2] * edge.weight)
+                    following.append(there)
+                ring = following
+                if not ring:
+                    break
+            described = await names.describe([r for r in reached if r != start], scopes)
+        nodes = sorted(
+            (
+                RelatedNode(id=i, kind=kind, title=title, hops=reached[i][0], via=reached[i][1], weight=reached[i][2])
+                for i, (kind, title) in described.items()
+            ),
+            key=lambda n: (n.hops, -n.weight, n.id),
+        )[:limit]
+        kept = {n.id for n in nodes} | {start}
+        shown = [relation_view(e) for e in edges.values() if e.source_id in kept and e.target_id in kept]
+        return RelatedResult(start=start, nodes=nodes, edges=sorted(shown, key=lambda e: e.id))

@@ -1,0 +1,245 @@
+"""Slots: named blocks of text kept in front of the agent, with hard size limits.
+
+A slot lives in a project or in the global scope ("*"); lookups try the project first. Appending
+or replacing past the limit is refused with the numbers and a way out; nothing is truncated.
+Default names are offered, never forced: appending to one that does not exist yet creates it.
+"""
+
+from __future__ import annotations
+
+import re
+
+from mcp_memory.db import Tx
+from mcp_memory.errors import ConflictError, InvalidInputError, LimitExceededError, NotFoundError
+from mcp_memory.ids import new_id
+from mcp_memory.models.organising import SlotDeleted, SlotList, SlotResult, SlotSummary, SlotView, SuggestedSlot
+from mcp_memory.models.records import Slot
+from mcp_memory.repositories.slots import SlotRepository
+from mcp_memory.services.common import GLOBAL_PROJECT, Service
+
+DEFAULT_SLOTS: dict[str, tuple[str, bool]] = {
+    "persona": ("Who the agent is here: role, tone, what it must always or never do.", True),
+    "user_preferences": ("How the user likes to work: style, tools, conventions, pet peeves.", True),
+    "project_context": ("What this project is: purpose, stack, layout, constraints.", True),
+    "pending_items": ("Open threads to pick up next time, with enough context to resume.", True),
+    "self_notes": ("The agent's own scratch notes: hunches, reminders, things to check.", False),
+}
+"""Offered on first use: (description, pinned)."""
+
+_NAME = re.compile(r"^[a-z][a-z0-9_]{0,63}$")
+
+
+class SlotService(Service):
+    """Creates, reads, appends to, replaces and deletes slots."""
+
+    def view(self, slot: Slot) -> SlotView:
+        return SlotView(
+            id=slot.id,
+            name=slot.name,
+            scope="global" if slot.project == GLOBAL_PROJECT else "project",
+            content=slot.content,
+            size=len(slot.content),
+            size_limit=slot.size_limit,
+            pinned=slot.pinned,
+            description=slot.description,
+            updated_at=slot.updated_at,
+        )
+
+    async def overview(self, project: str) -> SlotList:
+        """The project's slots, then global ones it does not shadow, then unused default names."""
+        async with self.db.read() as conn:
+            slots = await SlotRepository(conn).in_scopes([project, GLOBAL_PROJECT])
+        seen: set[str] = set()
+        summaries = []
+        for slot in slots:
+            if slot.name in seen:
+                continue  # a project slot shadows a global slot of the same name
+            seen.add(slot.name)
+            view = self.view(slot)
+            summaries.append(
+                SlotSummary(
+                    name=view.name,
+                    scope=view.scope,
+                    pinned=view.pinned,
+                    size=view.size,
+                    size_limit=view.size_limit,
+                    description=view.description,
+                    preview=slot.content if len(slot.content) <= 120 else slot.content[:119] + "…",
+                )
+            )
+        suggested = [
+            SuggestedSlot(name=name, description=desc, pinned=pinned)
+            for name, (desc, pinned) in DEFAULT_SLOTS.items()
+            if name not in seen
+        ]
+        return SlotList(project=project, slots=summaries, suggested=suggested)
+
+    async def get(self, project: str, name: str, scope: str | None = None) -> SlotView:
+        """One slot: the project's, else the global one (or exactly the scope asked for)."""
+        async with self.db.read() as conn:
+            slot = await self._find(SlotRepository(conn), project, name, scope)
+        return self.view(slot)
+
+    async def pinned(self, project: str) -> list[Slot]:
+        """Pinned slots visible in the project (project ones shadow global ones of the same name)."""
+        async with self.db.read() as conn:
+            slots = await SlotRepository(conn).in_scopes([project, GLOBAL_PROJECT])
+        visible: dict[str, Slot] = {}
+        for slot in slots:
+            visible.setdefault(slot.name, slot)  # a project slot shadows a global one of the same name
+        return [s for s in visible.values() if s.pinned]
+
+    async def create(
+        self,
+        project: str,
+        name: str,
+        *,
+        content: str = "",
+        size_limit: int | None = None,
+        pinned: bool | None = None,
+        description: str | None = None,
+        scope: str = "project",
+    ) -> SlotResult:
+        """Create a slot; its content must already fit its limit."""
+        _check_name(name)
+        scrub = self.scrubber()
+        target = GLOBAL_PROJECT if scope == "global" else project
+        default_desc, default_pinned = DEFAULT_SLOTS.get(name, (None, False))
+        async with self.db.transaction("memory_slot_create", project=target) as tx:
+            repo = SlotRepository(tx)
+            if await repo.get_or_none(target, name) is not None:
+                raise ConflictError(
+                    f"name: slot {name!r} already exists; use memory_slot_replace or memory_slot_append"
+                )
+            slot = self._new(
+                target,
+                name,
+                scrub.text(content),
+                size_limit or self.settings.slot_size_limit,
+                default_pinned if pinned is None else pinned,
+                scrub.optional(description) or default_desc,
+            )
+            _fits(slot, slot.content)
+            await repo.add(slot)
+            tx.changed("slot", slot.id, "create")
+        return SlotResult(slot=self.view(slot), created=True, redacted=scrub.summary())
+
+    async def append(
+        self, project: str, name: str, text: str, *, separator: str = "\n", scope: str | None = None
+    ) -> SlotResult:
+        """Add text to the end of a slot (creating a default-named slot on first use)."""
+        _check_name(name)
+        scrub = self.scrubber()
+        addition = scrub.required("text", text)
+        async with self.db.transaction("memory_slot_append", project=project) as tx:
+            slot, created = await self._find_or_default(tx, project, name, scope)
+            content = f"{slot.content}{separator}{addition}" if slot.content else addition
+            _fits(slot, content)
+            slot = slot.model_copy(update={"content": content, "updated_at": self.now_iso()})
+            await self._save(tx, slot, created)
+        return SlotResult(slot=self.view(slot), created=created, redacted=scrub.summary())
+
+    async def replace(
+        self,
+        project: str,
+        name: str,
+        *,
+        content: str | None = None,
+        old: str | None = None,
+        size_limit: int | None = None,
+        pinned: bool | None = None,
+        description: str | None = None,
+        scope: str | None = None,
+    ) -> SlotResult:
+        """Rewrite a slot's content (or one passage of it: `old` → `content`) and/or its settings."""
+        _check_name(name)
+        if content is None and old is not None:
+            raise InvalidInputError("content", "give the text that replaces old")
+        scrub = self.scrubber()
+        new_text = None if content is None else scrub.text(content)
+        async with self.db.transaction("memory_slot_replace", project=project) as tx:
+            slot, created = await self._find_or_default(tx, project, name, scope)
+            body = slot.content
+            if old is not None and new_text is not None:
+                if old not in body:
+                    raise InvalidInputError("old", f"text not found in slot {name!r}; call memory_slot_get to see it")
+                body = body.replace(old, new_text, 1)
+            elif new_text is not None:
+                body = new_text
+            slot = slot.model_copy(
+                update={
+                    "content": body,
+                    "size_limit": size_limit or slot.size_limit,
+                    "pinned": slot.pinned if pinned is None else pinned,
+                    "description": slot.description if description is None else scrub.text(description),
+                    "updated_at": self.now_iso(),
+                }
+            )
+            _fits(slot, body)
+            await self._save(tx, slot, created)
+        return SlotResult(slot=self.view(slot), created=created, redacted=scrub.summary())
+
+    async def delete(self, project: str, name: str, scope: str | None = None) -> SlotDeleted:
+        """Delete a slot (the project's, else the global one, or exactly the scope given)."""
+        async with self.db.transaction("memory_slot_delete", project=project) as tx:
+            slot = await self._find(SlotRepository(tx), project, name, scope)
+            await SlotRepository(tx).delete(slot.id)
+            tx.changed("slot", slot.id, "delete")
+        return SlotDeleted(name=slot.name, scope="global" if slot.project == GLOBAL_PROJECT else "project", id=slot.id)
+
+    async def _find(self, repo: SlotRepository, project: str, name: str, scope: str | None) -> Slot:
+        scopes = {"project": [project], "global": [GLOBAL_PROJECT], None: [project, GLOBAL_PROJECT]}[scope]
+        for candidate in scopes:
+            slot = await repo.get_or_none(candidate, name)
+            if slot is not None:
+                return slot
+        hint = "create it with memory_slot_create"
+        if name in DEFAULT_SLOTS:
+            hint += " or append to it (default names are created on first append)"
+        raise NotFoundError("slot", name, hint)
+
+    async def _find_or_default(self, tx: Tx, project: str, name: str, scope: str | None) -> tuple[Slot, bool]:
+        repo = SlotRepository(tx)
+        try:
+            return await self._find(repo, project, name, scope), False
+        except NotFoundError:
+            if name not in DEFAULT_SLOTS:
+                raise
+        description, pinned = DEFAULT_SLOTS[name]
+        target = GLOBAL_PROJECT if scope == "global" else project
+        return self._new(target, name, "", self.settings.slot_size_limit, pinned, description), True
+
+    async def _save(self, tx: Tx, slot: Slot, created: bool) -> None:
+        repo = SlotRepository(tx)
+        if created:
+            await repo.add(slot)
+        else:
+            await repo.update(slot)
+        tx.changed("slot", slot.id, "create" if created else "update")
+
+    def _new(self, scope: str, name: str, content: str, limit: int, pinned: bool, description: str | None) -> Slot:
+        now = self.now_iso()
+        return Slot(
+            id=new_id("slot"),
+            project=scope,
+            name=name,
+            content=content,
+            size_limit=limit,
+            pinned=pinned,
+            description=description,
+            created_at=now,
+            updated_at=now,
+        )
+
+
+def _check_name(name: str) -> None:
+    if not _NAME.match(name):
+        raise InvalidInputError("name", "must be lower_snake_case: a letter, then letters, digits or _ (max 64)")
+
+
+def _fits(slot: Slot, content: str) -> None:
+    if len(content) > slot.size_limit:
+        raise LimitExceededError(
+            f"slot {slot.name!r} would hold {len(content)} characters, over its limit of {slot.size_limit}; "
+            "nothing was changed. Use memory_slot_replace to rewrite it shorter, or raise its size_limit."
+        )

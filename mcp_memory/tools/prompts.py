@@ -1,0 +1,83 @@
+"""MCP prompts (session start) and resources (each slot, the compiled context)."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from mcp.server.mcpserver import MCPServer, UserMessage
+from mcp.server.mcpserver.exceptions import ResourceError, ResourceNotFoundError
+from pydantic import Field
+
+from mcp_memory.context import AppContext
+from mcp_memory.errors import MCPMemoryError, NotFoundError
+from mcp_memory.tools._common import Ctx, app_of, project_of
+
+SESSION_START = """\
+Here is what you remember about this project. Use it; do not repeat work it says is done.
+
+{context}
+
+While you work:
+- record decisions, errors and their fixes, and file changes with memory_observe;
+- save durable facts, decisions and preferences with memory_save;
+- look things up with memory_recall / memory_smart_search before re-deriving them;
+- when a task ends, record how it went with memory_outcome_record.
+Items listed as left out can be fetched by id with memory_smart_search(ids=[...])."""
+
+
+async def session_start(
+    ctx: Ctx,
+    query: Annotated[str | None, Field(description="What this session is about.")] = None,
+    task_type: Annotated[str | None, Field(description="Kind of task, e.g. bugfix.")] = None,
+    project: Annotated[str | None, Field(description="Project; default the server's.")] = None,
+) -> list[UserMessage]:
+    """Start a session with the compiled memory context of the project."""
+    try:
+        compiled = await app_of(ctx).context.compile(project_of(ctx, project), query=query, task_type=task_type)
+    except MCPMemoryError as exc:
+        raise ValueError(str(exc)) from exc
+    text = SESSION_START.format(context=compiled.text)
+    if compiled.omitted:
+        text += "\nLeft out for space (fetch with): " + "; ".join(o.fetch for o in compiled.omitted)
+    return [UserMessage(text)]
+
+
+async def context_resource(
+    ctx: Ctx, project: str | None = None, query: str | None = None, task_type: str | None = None
+) -> str:
+    """The compiled context as markdown."""
+    try:
+        compiled = await app_of(ctx).context.compile(project_of(ctx, project), query=query, task_type=task_type)
+    except MCPMemoryError as exc:
+        raise ResourceError(str(exc)) from exc
+    return compiled.text
+
+
+async def slot_resource(ctx: Ctx, name: str, project: str | None = None) -> str:
+    """The content of one slot."""
+    try:
+        slot = await app_of(ctx).slots.get(project_of(ctx, project), name)
+    except NotFoundError as exc:
+        raise ResourceNotFoundError(str(exc)) from exc
+    except MCPMemoryError as exc:
+        raise ResourceError(str(exc)) from exc
+    return slot.content
+
+
+def register_prompts_and_resources(server: MCPServer[AppContext]) -> None:
+    """Add the session-start prompt and the context and slot resources."""
+    server.prompt(name="session_start", title="Start a session with memory")(session_start)
+    server.resource(
+        "memory://context{?project,query,task_type}",
+        name="context",
+        title="Compiled memory context",
+        description="Pinned slots, profile, lessons, mistakes, recent sessions and memories, within the budget.",
+        mime_type="text/markdown",
+    )(context_resource)
+    server.resource(
+        "memory://slots/{name}{?project}",
+        name="slot",
+        title="Memory slot",
+        description="The content of one slot (the project's, else the global one).",
+        mime_type="text/plain",
+    )(slot_resource)
