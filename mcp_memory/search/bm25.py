@@ -114,6 +114,23 @@ _EMPTY_DOCS: IntArray = np.empty(0, dtype=np.int32)
 _EMPTY_TFS: npt.NDArray[np.uint16] = np.empty(0, dtype=np.uint16)
 
 
+def _group_by_term(
+    pairs: npt.NDArray[np.void], owners: npt.NDArray[np.int64]
+) -> tuple[IntArray, IntArray, npt.NDArray[np.uint16]]:
+    """(terms, docs, tfs) of every posting, ordered by term (then document).
+
+    Sorting one packed int64 key (term | doc | tf) is about twice as fast as an argsort of the
+    terms followed by three gathers; it applies while ids fit their bit fields.
+    """
+    terms = pairs["t"].astype(np.int64)
+    if len(terms) and (int(terms.max()) >= 1 << 23 or int(owners.max()) >= 1 << 24):
+        order = np.argsort(terms, kind="stable")
+        return terms[order].astype(np.int32), owners[order].astype(np.int32), pairs["f"][order]
+    key = (terms << 40) | (owners << 16) | pairs["f"].astype(np.int64)
+    key.sort()
+    return (key >> 40).astype(np.int32), ((key >> 16) & 0xFFFFFF).astype(np.int32), (key & 0xFFFF).astype(np.uint16)
+
+
 class Partition:
     """One project's BM25 model: its own N, lengths and document frequencies."""
 
@@ -203,11 +220,7 @@ class Partition:
         self.total_len = int(self._dl[:count].sum())
         sizes = np.fromiter((len(b) // TERM_DTYPE.itemsize for b in columns.blobs), dtype=np.int64, count=count)
         pairs = decode_terms(b"".join(columns.blobs))
-        terms = np.ascontiguousarray(pairs["t"])
-        order = np.argsort(terms)
-        terms = terms[order]
-        self._base_docs = np.repeat(np.arange(count, dtype=np.int32), sizes)[order]
-        self._base_tfs = np.ascontiguousarray(pairs["f"])[order]
+        terms, self._base_docs, self._base_tfs = _group_by_term(pairs, np.repeat(np.arange(count), sizes))
         starts = np.concatenate([[0], np.flatnonzero(np.diff(terms)) + 1]) if len(terms) else np.empty(0, np.int64)
         ends = np.concatenate([starts[1:], [len(terms)]]) if len(terms) else starts
         unique, freq = terms[starts].tolist(), (ends - starts).tolist()
