@@ -41,6 +41,9 @@ class Settings(BaseModel):
     host: str = Field("127.0.0.1", description="Address the HTTP transports bind to.")
     port: int = Field(8765, ge=0, le=65535, description="Port the HTTP transports listen on.")
     log_level: LogLevel = Field("INFO", description="Log level; logs always go to stderr.")
+    tools: Literal["core", "all"] = Field(
+        "all", description="Tool profile: core exposes the eight everyday tools, all exposes every tool."
+    )
     agent_id: str | None = Field(
         None, max_length=128, description="Agent id recorded on writes when a call names none."
     )
@@ -90,6 +93,19 @@ class Settings(BaseModel):
         20, ge=1, description="Rules of each kind kept per task type; the weakest beyond it are soft-deleted."
     )
     max_mistake_cards: int = Field(200, ge=1, description="Mistake cards kept per project; the least seen go first.")
+    # Consolidation.
+    promote_min_sessions: int = Field(
+        3, ge=2, description="A fact recurring in this many sessions is promoted to a memory by consolidation."
+    )
+    outcome_retention_days: int = Field(
+        180, ge=1, description="Consolidation prunes outcomes older than this once their task type has a heuristic."
+    )
+    sampling_timeout_s: float = Field(
+        30.0, gt=0, le=600, description="How long crystallize/reflect wait for the client's model before falling back."
+    )
+    sampling_max_tokens: int = Field(
+        600, ge=50, le=8_000, description="Token cap of a summary or rule list asked of the client's model."
+    )
     # Slots and context.
     slot_size_limit: int = Field(
         2_000, ge=100, le=100_000, description="Default size limit of a new slot, in characters."

@@ -16,6 +16,7 @@ from mcp_memory.search.bm25 import BM25Params
 from mcp_memory.search.index import SearchIndex
 from mcp_memory.services.actions import ActionService
 from mcp_memory.services.common import Deps
+from mcp_memory.services.consolidate import ConsolidateService
 from mcp_memory.services.context import ContextService
 from mcp_memory.services.episodic import EpisodicService
 from mcp_memory.services.forget import ForgetService
@@ -25,9 +26,11 @@ from mcp_memory.services.lessons import LessonService
 from mcp_memory.services.memories import MemoryService
 from mcp_memory.services.operations import OperationsService
 from mcp_memory.services.outcomes import OutcomeService
+from mcp_memory.services.reflect import ReflectService
 from mcp_memory.services.relations import RelationService
 from mcp_memory.services.search import SearchService
 from mcp_memory.services.slots import SlotService
+from mcp_memory.services.summaries import SummaryService
 
 logger = logging.getLogger(__name__)
 
@@ -49,6 +52,9 @@ class AppContext:
     actions: ActionService
     relations: RelationService
     context: ContextService
+    summaries: SummaryService
+    consolidation: ConsolidateService
+    reflection: ReflectService
 
     @property
     def settings(self) -> Settings:
@@ -68,6 +74,7 @@ async def open_app(settings: Settings, clock: Clock = system_clock) -> AsyncIter
         lessons = LessonService(deps)
         insights = InsightsService(deps, lessons)
         slots = SlotService(deps)
+        summaries = SummaryService(deps)
 
         app = AppContext(
             deps=deps,
@@ -91,6 +98,9 @@ async def open_app(settings: Settings, clock: Clock = system_clock) -> AsyncIter
             actions=ActionService(deps),
             relations=RelationService(deps),
             context=ContextService(deps, lessons, slots, insights),
+            summaries=summaries,
+            consolidation=ConsolidateService(deps, episodic, memories, lessons, summaries),
+            reflection=ReflectService(deps, lessons),
         )
         await indexer.rebuild(db)
         logger.info("mcp-memory ready: %s", settings.db)

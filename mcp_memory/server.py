@@ -12,7 +12,7 @@ from mcp_memory import __version__
 from mcp_memory.clock import Clock, system_clock
 from mcp_memory.config import Settings
 from mcp_memory.context import AppContext, open_app
-from mcp_memory.tools import all_tools
+from mcp_memory.tools import tools_for
 from mcp_memory.tools._common import check_arguments
 from mcp_memory.tools.prompts import register_prompts_and_resources
 
@@ -80,7 +80,7 @@ def build_server(settings: Settings, clock: Clock = system_clock) -> MCPServer[A
         lifespan=lifespan,
         log_level=settings.log_level,
         middleware=[check_arguments],
-        tools=list(all_tools()),
+        tools=tools_for(settings.tools),
     )
-    register_prompts_and_resources(server)
+    register_prompts_and_resources(server, settings.tools)
     return server

@@ -94,6 +94,9 @@ SURFACE: dict[str, tuple[list[str], list[str], tuple[bool | None, bool | None, b
     ),
     "memory_related": (["id", "hops", "types", "direction", "limit", "project"], ["id"], (True, None, None)),
     "memory_context": (["query", "task_type", "budget", "project"], [], (True, None, None)),
+    "memory_crystallize": (["session_id", "force", "project"], [], (False, False, True)),
+    "memory_consolidate": (["dry_run", "project"], [], (False, True, False)),
+    "memory_reflect": (["session_id", "since", "until", "project"], [], (False, False, False)),
     "memory_diagnose": ([], [], (True, None, None)),
     "memory_export": (["all_projects", "path", "overwrite", "project"], [], (False, False, True)),
     "memory_import": (["document", "path"], [], (False, False, True)),
@@ -122,7 +125,8 @@ async def test_tool_names_parameters_and_annotations_are_pinned(client: Client) 
 
 async def test_prompts_and_resource_templates_are_pinned(client: Client) -> None:
     prompts = {p.name: p for p in (await client.list_prompts()).prompts}
-    assert sorted(prompts) == ["session_start"]
+    assert sorted(prompts) == ["session_end", "session_start"]
+    assert [a.name for a in prompts["session_end"].arguments or []] == ["session_id", "task"]
     assert [a.name for a in prompts["session_start"].arguments or []] == ["query", "task_type", "project"]
     templates = {t.uri_template for t in (await client.list_resource_templates()).resource_templates}
     assert templates == {"memory://context{?project,query,task_type}", "memory://slots/{name}{?project}"}

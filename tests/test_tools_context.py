@@ -229,6 +229,8 @@ async def test_an_empty_project_has_an_empty_profile(client: Client) -> None:
         "top_files": [],
         "preferences": [],
         "task_types": [],
+        "reflected_at": None,
+        "insights": [],
     }
 
 
@@ -475,12 +477,13 @@ async def test_the_context_never_exceeds_its_budget(
     assert result["tokens"] == math.ceil(len(text) / 4) <= budget
     assert result["budget"] == budget
 
-    real_ids = set(slots) | sessions | lessons | cards | memories | {"memory_profile"}
+    real_ids = set(slots) | sessions | lessons | cards | memories | {None}  # None: the profile
     omitted = {o["id"]: o for o in result["omitted"]}
     assert len(omitted) == len(result["omitted"])
     for item_id, item in omitted.items():
         assert item_id in real_ids, item
-        assert item_id not in text, item
+        assert item_id is None or item_id not in text, item
+        assert item["fetch"] == (f"memory_smart_search(ids=[{item_id!r}])" if item_id else "memory_profile()")
     # Everything that competes for the context is either in the text or listed as left out.
     for lesson_id in lessons | memories:
         assert (lesson_id in text) != (lesson_id in omitted), lesson_id

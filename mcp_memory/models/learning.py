@@ -144,3 +144,5 @@ class ProfileResult(BaseModel):
     top_files: list[CountedName]
     preferences: list[str] = Field(description="Latest memories of kind preference.")
     task_types: list[TaskTypeStats]
+    reflected_at: str | None = Field(None, description="When memory_reflect last updated this profile.")
+    insights: list[str] = Field(default_factory=list, description="What the last reflection found.")

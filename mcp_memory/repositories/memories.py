@@ -141,6 +141,20 @@ class MemoryRepository(Repository):
         )
         return [_memory(r) for r in rows]
 
+    async def merge_chains(self, older: Memory, newer: Memory, older_versions: int, at: str) -> None:
+        """Put the newer memory's chain after the older one's: one chain, the newer memory latest."""
+        await self.conn.execute(
+            "UPDATE memories SET root_id = ?, version = version + ? WHERE root_id = ? AND project = ?",
+            (older.root_id, older_versions, newer.root_id, newer.project),
+        )
+        await self.conn.execute(
+            "UPDATE memories SET parent_id = ? WHERE id = ? AND parent_id IS NULL", (older.id, newer.root_id)
+        )
+        await self.conn.execute(
+            "UPDATE memories SET is_latest = 0, superseded_by = ?, updated_at = ? WHERE id = ?",
+            (newer.id, at, older.id),
+        )
+
     async def delete_chain(self, root_id: str, project: str) -> list[str]:
         """Delete every version of a chain; returns the deleted ids."""
         rows = await self.conn.fetchall("SELECT id FROM memories WHERE root_id = ? AND project = ?", (root_id, project))

@@ -128,11 +128,29 @@ class ObservationRepository(Repository):
         )
         return [_obs(r) for r in rows]
 
+    async def in_session(self, session_id: str) -> list[Observation]:
+        """Every observation of a session, in order."""
+        rows = await self.conn.fetchall(
+            f"SELECT {_COLUMNS} FROM observations WHERE session_id = ? ORDER BY seq", (session_id,)
+        )
+        return [_obs(r) for r in rows]
+
+    async def with_facts(self, project: str, since: str | None = None) -> list[Observation]:
+        """Observations of a project that carry facts (optionally only recent ones)."""
+        rows = await self.conn.fetchall(
+            f"SELECT {_COLUMNS} FROM observations WHERE project = ? AND facts <> '[]' "
+            f"AND {_WHEN} >= coalesce(?, '') ORDER BY {_WHEN}, seq",
+            (project, since),
+        )
+        return [_obs(r) for r in rows]
+
     async def least_valuable(self, session_id: str, count: int, keep: Sequence[str] = ()) -> list[Observation]:
-        """The `count` observations to fold first: lowest importance, then oldest."""
+        """The `count` observations to fold first: lowest importance, then oldest; never one a relation targets."""
         rows = await self.conn.fetchall(
             f"SELECT {_COLUMNS} FROM observations WHERE session_id = ? "
-            f"AND id NOT IN ({placeholders(len(keep))}) ORDER BY importance ASC, seq ASC LIMIT ?",
+            f"AND id NOT IN ({placeholders(len(keep))}) "
+            "AND NOT EXISTS (SELECT 1 FROM relations r WHERE r.target_id = observations.id) "
+            "ORDER BY importance ASC, seq ASC LIMIT ?",
             (session_id, *keep, count),
         )
         return [_obs(r) for r in rows]

@@ -75,6 +75,31 @@ class OutcomeRepository(Repository):
         )
         return [_outcome(r) for r in rows]
 
+    async def in_session(self, session_id: str) -> list[Outcome]:
+        rows = await self.conn.fetchall(
+            f"SELECT {_OUTCOME_COLUMNS} FROM outcomes WHERE session_id = ? ORDER BY created_at, id", (session_id,)
+        )
+        return [_outcome(r) for r in rows]
+
+    async def between(self, project: str, since: str | None, until: str | None) -> list[Outcome]:
+        rows = await self.conn.fetchall(
+            f"SELECT {_OUTCOME_COLUMNS} FROM outcomes WHERE project = ? AND created_at >= coalesce(?, '') "
+            "AND created_at <= coalesce(?, '9999') ORDER BY created_at, id",
+            (project, since, until),
+        )
+        return [_outcome(r) for r in rows]
+
+    async def older_than(self, project: str, before: str) -> list[Outcome]:
+        rows = await self.conn.fetchall(
+            f"SELECT {_OUTCOME_COLUMNS} FROM outcomes WHERE project = ? AND created_at < ? ORDER BY created_at, id",
+            (project, before),
+        )
+        return [_outcome(r) for r in rows]
+
+    async def delete(self, ids: Sequence[str]) -> None:
+        if ids:
+            await self.conn.execute(f"DELETE FROM outcomes WHERE id IN ({placeholders(len(ids))})", tuple(ids))
+
     async def task_type_stats(self, project: str, task_type: str | None = None) -> list[tuple[str, int, int, float]]:
         """(task type, outcomes, successes, mean score) per task type, most outcomes first."""
         where, params = "project = ?", [project]

@@ -114,6 +114,30 @@ class SessionRepository(Repository):
         total = await self.conn.fetchval(f"SELECT count(*) FROM sessions WHERE {where}", params)
         return [Session(**row_dict(r)) for r in rows], int(total)
 
+    async def needing_summary(self, project: str) -> list[Session]:
+        """Ended sessions with no summary, or one older than their last activity."""
+        rows = await self.conn.fetchall(
+            f"SELECT {_COLUMNS} FROM sessions WHERE project = ? AND ended_at IS NOT NULL "
+            "AND (summary IS NULL OR summarized_at < last_activity_at) ORDER BY started_at, id",
+            (project,),
+        )
+        return [Session(**row_dict(r)) for r in rows]
+
+    async def set_summary(self, session_id: str, summary: str, source: str, at: str, title: str | None) -> None:
+        await self.conn.execute(
+            "UPDATE sessions SET summary = ?, summary_source = ?, summarized_at = ?, updated_at = ?, "
+            "title = coalesce(title, ?) WHERE id = ?",
+            (summary, source, at, at, title, session_id),
+        )
+
+    async def over_cap(self, project: str, cap: int) -> list[str]:
+        """Sessions keeping more than `cap` observations."""
+        rows = await self.conn.fetchall(
+            "SELECT id FROM sessions WHERE project = ? AND observation_count - folded_count > ? ORDER BY id",
+            (project, cap),
+        )
+        return [r[0] for r in rows]
+
     async def ids_started_between(self, project: str, since: str | None, until: str | None) -> list[str]:
         """Ids of sessions started within [since, until] (either bound may be open)."""
         rows = await self.conn.fetchall(

@@ -125,7 +125,7 @@ class EpisodicService(Service):
             await sessions.record_observation(session.id, now, obs.title)
             await self.deps.indexer.put(tx, observation_doc(obs))
             kept = session.observation_count - session.folded_count + 1
-            folded = await self._enforce_cap(tx, session.id, project, kept, keep=obs.id)
+            folded = len(await self._enforce_cap(tx, session.id, project, kept, keep=obs.id))
             if end_session:
                 await sessions.end(session.id, now)
                 tx.changed("session", session.id, "end")
@@ -183,13 +183,13 @@ class EpisodicService(Service):
         tx.changed("session", session.id, "create")
         return session, True
 
-    async def _enforce_cap(self, tx: Tx, session_id: str, project: str, kept: int, keep: str) -> int:
-        """Fold the least valuable observations into the session digest when over the cap."""
+    async def _enforce_cap(self, tx: Tx, session_id: str, project: str, kept: int, keep: str | None) -> list[str]:
+        """Fold the least valuable observations into the session digest when over the cap; returns their ids."""
         observations = ObservationRepository(tx)
         excess = kept - self.settings.observation_cap
         if excess <= 0:
-            return 0
-        victims = await observations.least_valuable(session_id, excess, keep=[keep])
+            return []
+        victims = await observations.least_valuable(session_id, excess, keep=[keep] if keep else [])
         ids = [v.id for v in victims]
         await observations.delete(ids)
         await RelationRepository(tx).delete_touching(ids)
@@ -207,7 +207,17 @@ class EpisodicService(Service):
         spec = session_doc(await sessions.get(session_id, project))
         if spec is not None:
             await self.deps.indexer.put(tx, spec)
-        return len(victims)
+        return ids
+
+    async def fold_over_cap(self, tx: Tx, project: str) -> list[str]:
+        """Fold every session of the project down to the cap (after it was lowered); returns the folded ids."""
+        folded = []
+        sessions = SessionRepository(tx)
+        for session_id in await sessions.over_cap(project, self.settings.observation_cap):
+            session = await sessions.get(session_id, project)
+            kept = session.observation_count - session.folded_count
+            folded += await self._enforce_cap(tx, session_id, project, kept, keep=None)
+        return folded
 
     async def sessions(self, project: str, status: str, limit: int, offset: int) -> SessionList:
         """Sessions of a project, most recently active first."""

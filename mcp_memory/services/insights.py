@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 from mcp_memory.db import Conn
 from mcp_memory.models.learning import (
     CountedName,
@@ -12,6 +14,7 @@ from mcp_memory.models.learning import (
     TaskTypeStats,
 )
 from mcp_memory.repositories.memories import MemoryRepository
+from mcp_memory.repositories.meta import MetaRepository
 from mcp_memory.repositories.observations import ObservationRepository
 from mcp_memory.repositories.outcomes import MistakeCardRepository, OutcomeRepository
 from mcp_memory.repositories.profile import ProfileRepository
@@ -96,6 +99,7 @@ class InsightsService(Service):
             concepts = await aggregates.top_values(project, "concepts", top)
             files = await aggregates.top_values(project, "files", top)
             preferences, _ = await MemoryRepository(conn).page(project, ["preference"], True, top, 0)
+            reflection = json.loads(await MetaRepository(conn).get(f"reflection:{project}") or "{}")
             return ProfileResult(
                 project=project,
                 sessions=await SessionRepository(conn).count(project),
@@ -106,4 +110,6 @@ class InsightsService(Service):
                 top_files=[CountedName(name=n, count=c) for n, c in files],
                 preferences=[shorten(m.content, 240) for m in preferences],
                 task_types=await self.task_types(conn, project),
+                reflected_at=reflection.get("reflected_at"),
+                insights=reflection.get("insights", []),
             )

@@ -147,17 +147,23 @@ class MemoryService(Service):
                     f"supersedes: {supersedes} is an old version; the latest is {latest}, supersede that one"
                 )
             return named, round(self._jaccard(terms, named.id), 4)
-        known = frozenset(i for t in terms if (i := self.deps.index.vocab.get(t)) is not None)
-        candidates = self.deps.index.similar_candidates(
-            draft.project, known, SUPERSEDE_THRESHOLD, SearchFilter(kinds=frozenset({"memory"}))
-        )
-        scored = sorted(((self._jaccard(terms, c), c) for c in candidates), key=lambda s: (-s[0], s[1]))
-        if not scored or scored[0][0] <= SUPERSEDE_THRESHOLD:
+        found = self.most_similar(draft.project, " ".join(f for f, _ in memory_doc(draft).fields))
+        if found is None:
             return None, None
-        best = await repo.get_or_none(scored[0][1], draft.project)
+        best = await repo.get_or_none(found[0], draft.project)
         if best is None or not best.is_latest:
             return None, None
-        return best, round(scored[0][0], 4)
+        return best, round(found[1], 4)
+
+    def most_similar(self, project: str, text: str) -> tuple[str, float] | None:
+        """The live memory whose term set overlaps `text`'s above the supersede threshold, if any."""
+        terms = set(self.deps.index.analyzer.terms(text))
+        known = frozenset(i for t in terms if (i := self.deps.index.vocab.get(t)) is not None)
+        candidates = self.deps.index.similar_candidates(
+            project, known, SUPERSEDE_THRESHOLD, SearchFilter(kinds=frozenset({"memory"}))
+        )
+        scored = sorted(((self._jaccard(terms, c), c) for c in candidates), key=lambda s: (-s[0], s[1]))
+        return (scored[0][1], scored[0][0]) if scored and scored[0][0] > SUPERSEDE_THRESHOLD else None
 
     def _jaccard(self, terms: set[str], other_id: str) -> float:
         other = self.deps.index.terms_of(other_id)

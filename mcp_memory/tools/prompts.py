@@ -42,6 +42,32 @@ async def session_start(
     return [UserMessage(text)]
 
 
+SESSION_END = """\
+Before this session ends, record what it taught, so the next session starts smarter:
+
+1. For each task you attempted{task_hint}, call memory_outcome_record with: task, task_type
+   (e.g. bugfix, refactor, feature), success and/or score (0-1), strategy (the approach), steps,
+   error (if it failed), mistakes and successes (short sentences), and mistake_cards for any wrong
+   decision worth remembering (type, wrong_decision, correct_decision, why).
+2. Call memory_reflect{session_arg} to turn recurring errors, successful step sequences and
+   contradicting memories into lessons and flags; read what it returns.
+3. Call memory_crystallize{session_arg} so the session is summarised for next time.
+4. Save anything durable you learned about the user or the project with memory_save (kind
+   preference / decision / fact), and leave open threads in the pending_items slot with
+   memory_slot_append.
+Keep each call short and factual; do not invent outcomes you did not observe."""
+
+
+async def session_end(
+    session_id: Annotated[str | None, Field(description="The session to close (default: the current one).")] = None,
+    task: Annotated[str | None, Field(description="The main task of the session, if known.")] = None,
+) -> list[UserMessage]:
+    """End a session: record outcomes, reflect, crystallize, and save what should outlive it."""
+    session_arg = f'(session_id="{session_id}")' if session_id else ""
+    task_hint = f' (at least: "{task}")' if task else ""
+    return [UserMessage(SESSION_END.format(session_arg=session_arg, task_hint=task_hint))]
+
+
 async def context_resource(
     ctx: Ctx, project: str | None = None, query: str | None = None, task_type: str | None = None
 ) -> str:
@@ -64,9 +90,11 @@ async def slot_resource(ctx: Ctx, name: str, project: str | None = None) -> str:
     return slot.content
 
 
-def register_prompts_and_resources(server: MCPServer[AppContext]) -> None:
-    """Add the session-start prompt and the context and slot resources."""
+def register_prompts_and_resources(server: MCPServer[AppContext], profile: str = "all") -> None:
+    """Add the prompts and the context and slot resources (session_end needs the full tool profile)."""
     server.prompt(name="session_start", title="Start a session with memory")(session_start)
+    if profile == "all":
+        server.prompt(name="session_end", title="End a session: record, reflect, summarise")(session_end)
     server.resource(
         "memory://context{?project,query,task_type}",
         name="context",

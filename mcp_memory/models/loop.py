@@ -1,0 +1,62 @@
+"""Results of the knowledge-loop tools: crystallize, consolidate, reflect."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, Field
+
+from mcp_memory.models.learning import LessonView
+from mcp_memory.models.organising import RelationView
+
+SummarySource = Literal["extractive", "sampling"]
+
+
+class SessionSummaryView(BaseModel):
+    """A session's crystallized summary."""
+
+    session_id: str
+    title: str | None
+    summary: str
+    source: SummarySource = Field(description="sampling: written by the client's model; else rule-based.")
+    changed: bool = Field(description="False when the session already had an up-to-date summary.")
+
+
+class CrystallizeResult(BaseModel):
+    """Summaries made (or found up to date)."""
+
+    project: str
+    sessions: list[SessionSummaryView]
+
+
+class Change(BaseModel):
+    """One change a consolidation pass made (or, in a dry run, would make)."""
+
+    kind: str = Field(description="Record kind: memory, lesson, session, observation, outcome.")
+    action: str = Field(description="merged, promoted, crystallized, decayed, faded, folded, pruned, dropped.")
+    id: str
+    detail: str = ""
+
+
+class ConsolidateResult(BaseModel):
+    """Every change of one maintenance pass, by kind and id."""
+
+    project: str
+    dry_run: bool
+    changes: list[Change]
+    counts: dict[str, int] = Field(description="Changes per action.")
+
+
+class ReflectResult(BaseModel):
+    """What a reflection learned from a session or a time window."""
+
+    project: str
+    session_id: str | None
+    since: str | None
+    until: str | None
+    anti_patterns: list[LessonView] = Field(description="Drawn from errors that recurred.")
+    heuristics: list[LessonView] = Field(description="Drawn from step sequences that recurred in successes.")
+    lessons: list[LessonView] = Field(description="Rules the client's model proposed (sampling only).")
+    contradictions: list[RelationView] = Field(description="Pairs of memories flagged as contradicting.")
+    insights: list[str] = Field(description="Plain-language findings, also kept in the project profile.")
+    source: SummarySource

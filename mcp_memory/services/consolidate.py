@@ -1,0 +1,226 @@
+"""Consolidate: one maintenance pass that folds history into knowledge and keeps the store lean.
+
+Steps, in order: merge near-duplicate memories into version chains; promote facts that recur in
+`promote_min_sessions` sessions into memories; crystallize ended sessions without a current
+summary; persist lesson decay and soft-delete faded lessons; fold sessions down to the cap;
+prune outcomes older than `outcome_retention_days` whose task type already has a heuristic; drop
+heuristics whose confidence is no longer above `heuristic_min_success`. Nothing that a relation
+points to is deleted, and pinned slots and open actions are never touched.
+
+The whole pass is one transaction, so a cancelled pass leaves nothing behind, and a dry run is the
+same pass rolled back: it reports exactly what a real run would do.
+"""
+
+from __future__ import annotations
+
+from collections import Counter, defaultdict
+from collections.abc import Awaitable, Callable
+from datetime import timedelta
+
+from mcp_memory.clock import to_iso
+from mcp_memory.db import Tx
+from mcp_memory.models.loop import Change, ConsolidateResult
+from mcp_memory.repositories.lessons import LessonRepository
+from mcp_memory.repositories.memories import MemoryRepository
+from mcp_memory.repositories.observations import ObservationRepository
+from mcp_memory.repositories.outcomes import OutcomeRepository
+from mcp_memory.repositories.relations import RelationRepository
+from mcp_memory.repositories.sessions import SessionRepository
+from mcp_memory.search.index import SearchFilter
+from mcp_memory.services.common import GLOBAL_PROJECT, Deps, Service
+from mcp_memory.services.compress import shorten
+from mcp_memory.services.episodic import EpisodicService
+from mcp_memory.services.lessons import LessonService
+from mcp_memory.services.memories import SUPERSEDE_THRESHOLD, MemoryService
+from mcp_memory.services.summaries import SummaryService
+
+DECAY_STEP = 0.001
+"""Decay is persisted once it has taken at least this much confidence (smaller drifts wait)."""
+
+Progress = Callable[[int, int, str], Awaitable[None]]
+"""Reports (step done, steps in all, what is next)."""
+
+
+class _DryRun(Exception):
+    """Raised at the end of a dry run so the transaction rolls back."""
+
+
+async def _no_progress(done: int, total: int, message: str) -> None:
+    return None
+
+
+class ConsolidateService(Service):
+    """Runs the maintenance pass."""
+
+    def __init__(
+        self,
+        deps: Deps,
+        episodic: EpisodicService,
+        memories: MemoryService,
+        lessons: LessonService,
+        summaries: SummaryService,
+    ) -> None:
+        super().__init__(deps)
+        self.episodic = episodic
+        self.memories = memories
+        self.lessons = lessons
+        self.summaries = summaries
+
+    async def consolidate(
+        self, project: str, *, dry_run: bool = False, progress: Progress | None = None
+    ) -> ConsolidateResult:
+        """Run every step; return each change by kind and id (a dry run changes nothing)."""
+        report = progress or _no_progress
+        changes: list[Change] = []
+        steps: list[tuple[str, Callable[[Tx, str], Awaitable[list[Change]]]]] = [
+            ("merging near-duplicate memories", self._merge_duplicates),
+            ("promoting recurring facts", self._promote_facts),
+            ("crystallizing ended sessions", self._crystallize),
+            ("persisting lesson decay", self._decay_lessons),
+            ("folding sessions over the cap", self._fold),
+            ("pruning old outcomes", self._prune_outcomes),
+            ("dropping weak heuristics", self._drop_heuristics),
+        ]
+        try:
+            async with self.db.transaction("memory_consolidate", project=project) as tx:
+                for done, (name, step) in enumerate(steps):
+                    await report(done, len(steps), name)
+                    changes += await step(tx, project)
+                await report(len(steps), len(steps), "done")
+                if dry_run:
+                    raise _DryRun
+        except _DryRun:
+            pass
+        counts = Counter(c.action for c in changes)
+        return ConsolidateResult(project=project, dry_run=dry_run, changes=changes, counts=dict(counts))
+
+    async def _merge_duplicates(self, tx: Tx, project: str) -> list[Change]:
+        repo = MemoryRepository(tx)
+        latest = sorted(await repo.latest_in_project(project), key=lambda m: (m.created_at, m.id))
+        by_id = {m.id: m for m in latest}
+        merged: set[str] = set()
+        changes = []
+        index = self.deps.index
+        for memory in latest:
+            if memory.id in merged:
+                continue
+            terms = index.terms_of(memory.id)
+            candidates = index.similar_candidates(
+                project, terms, SUPERSEDE_THRESHOLD, SearchFilter(kinds=frozenset({"memory"}))
+            )
+            for other_id in sorted(candidates - {memory.id} - merged):
+                other = by_id.get(other_id)
+                if other is None or other.root_id == memory.root_id:
+                    continue
+                overlap = _jaccard(terms, index.terms_of(other_id))
+                if overlap <= SUPERSEDE_THRESHOLD:
+                    continue
+                older, newer = sorted((memory, other), key=lambda m: (m.created_at, m.id))
+                chain = await repo.chain(older.root_id, project)
+                await repo.merge_chains(older, newer, len(chain), self.now_iso())
+                await self.deps.indexer.drop(tx, [older.id])
+                tx.changed("memory", older.id, "merge")
+                merged.add(older.id)
+                changes.append(
+                    Change(kind="memory", action="merged", id=older.id, detail=f"now a version of {newer.id}")
+                )
+                if older.id == memory.id:
+                    break
+        return changes
+
+    async def _promote_facts(self, tx: Tx, project: str) -> list[Change]:
+        analyzer = self.deps.index.analyzer
+        groups: dict[frozenset[str], list[tuple[str, str, str]]] = defaultdict(list)
+        for obs in await ObservationRepository(tx).with_facts(project):
+            for fact in obs.facts:
+                words = frozenset(analyzer.terms(fact))
+                if len(words) >= 3:  # a fact of one or two words is too thin to stand alone
+                    groups[words].append((fact, obs.session_id, obs.id))
+        changes = []
+        for sightings in groups.values():
+            sessions = {session for _, session, _ in sightings}
+            if len(sessions) < self.settings.promote_min_sessions:
+                continue
+            text = Counter(fact for fact, _, _ in sightings).most_common(1)[0][0]
+            if self.memories.most_similar(project, text) is not None:
+                continue  # already known: a memory says (nearly) the same
+            saved = await self.memories.save(
+                project, text, "fact", importance=0.6, ref=f"promoted from {sightings[0][2]}"
+            )
+            detail = f"seen in {len(sessions)} sessions: {shorten(text, 80)}"
+            changes.append(Change(kind="memory", action="promoted", id=saved.id, detail=detail))
+        return changes
+
+    async def _crystallize(self, tx: Tx, project: str) -> list[Change]:
+        changes = []
+        for session in await SessionRepository(tx).needing_summary(project):
+            view = await self.summaries.summarise(tx, session)
+            if view.changed:
+                changes.append(
+                    Change(kind="session", action="crystallized", id=session.id, detail=shorten(view.summary, 80))
+                )
+        return changes
+
+    async def _decay_lessons(self, tx: Tx, project: str) -> list[Change]:
+        now = self.now()
+        stamp = to_iso(now)
+        changes = []
+        lessons = await LessonRepository(tx).find([project, GLOBAL_PROJECT])
+        keep = await self._pointed_at(tx, [lesson.id for lesson in lessons])
+        for lesson in lessons:
+            confidence = self.lessons.confidence(lesson, now)
+            update: dict[str, object] = {"confidence": confidence, "decayed_at": stamp, "updated_at": stamp}
+            if self.lessons.faded(lesson, confidence) and lesson.id not in keep:
+                await self.lessons.store(tx, lesson.model_copy(update=update | {"deleted_at": stamp}), "fade")
+                changes.append(Change(kind="lesson", action="faded", id=lesson.id, detail=shorten(lesson.content, 80)))
+            elif lesson.confidence - confidence >= DECAY_STEP:
+                await self.lessons.store(tx, lesson.model_copy(update=update), "decay")
+                detail = f"{lesson.confidence:.3f} -> {confidence:.3f}"
+                changes.append(Change(kind="lesson", action="decayed", id=lesson.id, detail=detail))
+        return changes
+
+    async def _fold(self, tx: Tx, project: str) -> list[Change]:
+        return [
+            Change(kind="observation", action="folded", id=i) for i in await self.episodic.fold_over_cap(tx, project)
+        ]
+
+    async def _prune_outcomes(self, tx: Tx, project: str) -> list[Change]:
+        cutoff = to_iso(self.now() - timedelta(days=self.settings.outcome_retention_days))
+        learned = {
+            lesson.task_type
+            for lesson in await LessonRepository(tx).find([project], kinds=["heuristic"])
+            if not self.lessons.faded(lesson, self.lessons.confidence(lesson))
+        }
+        old = [o for o in await OutcomeRepository(tx).older_than(project, cutoff) if o.task_type in learned]
+        keep = await self._pointed_at(tx, [o.id for o in old])
+        doomed = [o.id for o in old if o.id not in keep]
+        await OutcomeRepository(tx).delete(doomed)
+        await RelationRepository(tx).delete_touching(doomed)
+        for outcome_id in doomed:
+            tx.changed("outcome", outcome_id, "prune")
+        return [Change(kind="outcome", action="pruned", id=i, detail="its task type has a heuristic") for i in doomed]
+
+    async def _drop_heuristics(self, tx: Tx, project: str) -> list[Change]:
+        changes = []
+        stamp = self.now_iso()
+        heuristics = await LessonRepository(tx).find([project], kinds=["heuristic"])
+        keep = await self._pointed_at(tx, [h.id for h in heuristics])
+        for lesson in heuristics:
+            confidence = self.lessons.confidence(lesson)
+            if confidence <= self.settings.heuristic_min_success and lesson.id not in keep:
+                await self.lessons.store(
+                    tx, lesson.model_copy(update={"deleted_at": stamp, "updated_at": stamp}), "drop"
+                )
+                changes.append(
+                    Change(kind="lesson", action="dropped", id=lesson.id, detail=f"confidence {confidence:.2f}")
+                )
+        return changes
+
+    @staticmethod
+    async def _pointed_at(tx: Tx, ids: list[str]) -> set[str]:
+        return await RelationRepository(tx).pointed_at(ids)
+
+
+def _jaccard(a: frozenset[int], b: frozenset[int]) -> float:
+    union = len(a | b)
+    return len(a & b) / union if union else 1.0

@@ -1,0 +1,331 @@
+"""Reflect: learn from a session or a time window, without a model (and better with one).
+
+Rule-based findings: errors that recur (similar words, at least `anti_pattern_min_failures`
+times) become anti-pattern candidates, with the fix that followed when there was one; step
+sequences that recur in successful outcomes of a task type become heuristics; pairs of memories
+on the same topic where one negates the other or their numbers differ are linked `contradicts`.
+Evidence ids are kept on each derived lesson, so reflecting twice on the same window changes
+nothing. When the client lends its model, the rules it proposes are saved as lessons too.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections import Counter, defaultdict
+from collections.abc import Sequence
+from datetime import timedelta
+
+from mcp_memory.clock import to_iso
+from mcp_memory.db import Conn, Tx
+from mcp_memory.ids import new_id
+from mcp_memory.models.learning import LessonView
+from mcp_memory.models.loop import ReflectResult, SummarySource
+from mcp_memory.models.organising import RelationView
+from mcp_memory.models.records import Lesson, Memory, Observation, Outcome, Relation
+from mcp_memory.repositories.lessons import LessonRepository
+from mcp_memory.repositories.memories import MemoryRepository
+from mcp_memory.repositories.meta import MetaRepository
+from mcp_memory.repositories.observations import ObservationRepository
+from mcp_memory.repositories.outcomes import OutcomeRepository
+from mcp_memory.repositories.relations import RelationRepository
+from mcp_memory.repositories.sessions import SessionRepository
+from mcp_memory.search.index import SearchFilter
+from mcp_memory.services.common import Deps, Service, time_window
+from mcp_memory.services.compress import shorten
+from mcp_memory.services.lessons import LessonService, fingerprint
+from mcp_memory.services.outcomes import jaccard
+from mcp_memory.services.relations import relation_view
+
+REFLECT_DAYS = 7
+"""Window of a reflection given neither a session nor times."""
+
+SAMPLING_PROMPT = """\
+From this record of recent work on a project, write up to 5 rules the agent should follow next
+time: one per line, each a short imperative sentence, only rules the record supports. No preamble.
+
+{record}"""
+
+_NEGATION = re.compile(
+    r"\b(not|no|never|don't|dont|doesn't|doesnt|isn't|isnt|aren't|arent|won't|wont|can't|cant|cannot|"
+    r"without|disabled?|avoid|stop(?:ped)?|none)\b",
+    re.IGNORECASE,
+)
+_NUMBER = re.compile(r"\b\d+(?:\.\d+)?\b")
+_BULLET = re.compile(r"^\s*(?:[-*•]|\d+[.)])\s*")
+
+
+class ReflectService(Service):
+    """Derives lessons, heuristics and flagged contradictions from recent history."""
+
+    def __init__(self, deps: Deps, lessons: LessonService) -> None:
+        super().__init__(deps)
+        self.lessons = lessons
+
+    async def reflect(
+        self,
+        project: str,
+        *,
+        session_id: str | None = None,
+        since: str | None = None,
+        until: str | None = None,
+        model_rules: str | None = None,
+    ) -> ReflectResult:
+        """Reflect on one session, or on a time window (default: the last week)."""
+        start, end = self._window(session_id, since, until)
+        anti: list[LessonView] = []
+        heuristics: list[LessonView] = []
+        proposed: list[LessonView] = []
+        async with self.db.transaction("memory_reflect", project=project) as tx:
+            observations, outcomes, memories = await self._evidence(tx, project, session_id, start, end)
+            for lesson in await self._recurring_errors(tx, project, observations):
+                anti.append(self.lessons.view(lesson))
+            for lesson in await self._recurring_sequences(tx, project, outcomes):
+                heuristics.append(self.lessons.view(lesson))
+            contradictions = await self._contradictions(tx, project, memories)
+            source: SummarySource = "extractive"
+            if model_rules and model_rules.strip():
+                source = "sampling"
+                evidence = [o.id for o in observations] + [o.id for o in outcomes]
+                for lesson in await self._model_rules(tx, project, model_rules, evidence):
+                    proposed.append(self.lessons.view(lesson))
+            insights = _insights(observations, outcomes, anti, heuristics, contradictions)
+            meta = MetaRepository(tx)
+            await meta.set(
+                f"reflection:{project}",
+                json.dumps({"reflected_at": self.now_iso(), "insights": insights}, sort_keys=True),
+            )
+            tx.changed("profile", project, "reflect")
+        return ReflectResult(
+            project=project,
+            session_id=session_id,
+            since=start,
+            until=end,
+            anti_patterns=anti,
+            heuristics=heuristics,
+            lessons=proposed,
+            contradictions=contradictions,
+            insights=insights,
+            source=source,
+        )
+
+    async def sampling_prompt(
+        self, project: str, session_id: str | None, since: str | None, until: str | None
+    ) -> str | None:
+        """The prompt asking the client's model for rules, or None when there is nothing to reflect on."""
+        start, end = self._window(session_id, since, until)
+        async with self.db.read() as conn:
+            observations, outcomes, _ = await self._evidence(conn, project, session_id, start, end)
+        if not observations and not outcomes:
+            return None
+        lines = [f"- [{o.type}] {shorten(o.title, 160)}" for o in observations[-60:]]
+        for outcome in outcomes[-20:]:
+            verdict = "succeeded" if outcome.success else f"failed: {shorten(outcome.error or '', 100)}"
+            lines.append(f"- outcome: {shorten(outcome.task, 100)} {verdict} (strategy: {outcome.strategy or '?'})")
+        return SAMPLING_PROMPT.format(record="\n".join(lines))
+
+    def _window(self, session_id: str | None, since: str | None, until: str | None) -> tuple[str | None, str | None]:
+        start, end = time_window(since, until)
+        if session_id is None and start is None and end is None:
+            start = to_iso(self.now() - timedelta(days=REFLECT_DAYS))
+        return start, end
+
+    async def _evidence(
+        self, conn: Conn, project: str, session_id: str | None, start: str | None, end: str | None
+    ) -> tuple[list[Observation], list[Outcome], list[Memory]]:
+        observations = ObservationRepository(conn)
+        if session_id is not None:
+            await SessionRepository(conn).get(session_id, project)
+            found = await observations.in_session(session_id)
+            outcomes = await OutcomeRepository(conn).in_session(session_id)
+        else:
+            found, _ = await observations.page(project, since=start, until=end, limit=5_000, newest_first=False)
+            outcomes = await OutcomeRepository(conn).between(project, start, end)
+        memories = await MemoryRepository(conn).latest_in_project(project)
+        if session_id is not None:
+            memories = [m for m in memories if m.session_id == session_id]
+        else:
+            memories = [m for m in memories if (start or "") <= m.updated_at <= (end or "9999")]
+        return found, outcomes, memories
+
+    async def _recurring_errors(self, tx: Tx, project: str, observations: Sequence[Observation]) -> list[Lesson]:
+        errors = [o for o in observations if o.type == "error"]
+        clusters: list[list[Observation]] = []
+        words = {o.id: frozenset(self.deps.index.analyzer.terms(f"{o.title} {' '.join(o.facts)}")) for o in errors}
+        for error in errors:
+            home = next(
+                (c for c in clusters if jaccard(words[c[0].id], words[error.id]) >= self.settings.similarity), None
+            )
+            if home is None:
+                clusters.append([error])
+            else:
+                home.append(error)
+        learned = []
+        for cluster in clusters:
+            if len(cluster) < self.settings.anti_pattern_min_failures:
+                continue
+            head = cluster[0]
+            fix = next(
+                (o for o in observations if o.type == "fix" and o.session_id == head.session_id and o.seq > head.seq),
+                None,
+            )
+            context = f"Seen {len(cluster)} times."
+            if fix is not None:
+                context += f" Fixed by: {shorten(fix.title, 160)}"
+            lesson = await self._learn_once(
+                tx,
+                project,
+                f"Recurring error: {shorten(head.title, 200)}",
+                kind="anti_pattern",
+                context=context,
+                evidence=[o.id for o in cluster],
+                confidence=min(0.95, 0.5 + 0.1 * (len(cluster) - 1)),
+            )
+            if lesson is not None:
+                learned.append(lesson)
+        return learned
+
+    async def _recurring_sequences(self, tx: Tx, project: str, outcomes: Sequence[Outcome]) -> list[Lesson]:
+        by_type: dict[str, list[Outcome]] = defaultdict(list)
+        for outcome in outcomes:
+            if outcome.success and len(outcome.steps) >= 2:
+                by_type[outcome.task_type].append(outcome)
+        learned = []
+        for task_type, wins in by_type.items():
+            seen: Counter[tuple[str, ...]] = Counter()
+            owners: dict[tuple[str, ...], list[str]] = defaultdict(list)
+            for outcome in wins:
+                steps = [" ".join(s.casefold().split()) for s in outcome.steps]
+                grams = {tuple(steps[i : i + n]) for n in (2, 3) for i in range(len(steps) - n + 1)}
+                for gram in grams:
+                    seen[gram] += 1
+                    owners[gram].append(outcome.id)
+            common = [g for g, n in seen.items() if n >= 2]
+            if not common:
+                continue
+            best = max(common, key=lambda g: (seen[g], len(g), g))
+            lesson = await self._learn_once(
+                tx,
+                project,
+                f"For {task_type} tasks: " + " -> ".join(best),
+                kind="heuristic",
+                task_type=task_type,
+                context=f"This sequence recurred in {seen[best]} of {len(wins)} successful outcomes.",
+                evidence=owners[best],
+                confidence=seen[best] / len(wins),
+            )
+            if lesson is not None:
+                learned.append(lesson)
+        return learned
+
+    async def _contradictions(self, tx: Tx, project: str, memories: Sequence[Memory]) -> list[RelationView]:
+        index = self.deps.index
+        repo = RelationRepository(tx)
+        latest = {m.id: m for m in await MemoryRepository(tx).latest_in_project(project)}
+        found = []
+        for memory in memories:
+            terms = index.terms_of(memory.id)
+            candidates = index.similar_candidates(project, terms, 0.3, SearchFilter(kinds=frozenset({"memory"})))
+            for other_id in sorted(candidates - {memory.id}):
+                other = latest.get(other_id)
+                overlap = _overlap(terms, index.terms_of(other_id))
+                if other is None or not 0.3 <= overlap <= 0.85 or not _conflict(memory.content, other.content):
+                    continue
+                source, target = sorted((memory.id, other_id))
+                if await repo.get(source, target, "contradicts") is not None:
+                    continue
+                now = self.now_iso()
+                relation = Relation(
+                    id=new_id("relation"),
+                    project=project,
+                    source_id=source,
+                    target_id=target,
+                    type="contradicts",
+                    weight=round(overlap, 4),
+                    note="flagged by memory_reflect: same topic, one negates or changes the other",
+                    created_at=now,
+                    updated_at=now,
+                )
+                await repo.upsert(relation)
+                tx.changed("relation", relation.id, "create")
+                found.append(relation_view(relation))
+        return found
+
+    async def _model_rules(self, tx: Tx, project: str, text: str, evidence: list[str]) -> list[Lesson]:
+        scrub = self.scrubber()
+        rules = [_BULLET.sub("", line).strip() for line in scrub.text(text).splitlines()]
+        learned = []
+        for rule in [r for r in rules if len(r) >= 8][:5]:
+            lesson = await self._learn_once(
+                tx, project, shorten(rule, 400), kind="lesson", context=None, evidence=evidence, via="sampling"
+            )
+            if lesson is not None:
+                learned.append(lesson)
+        return learned
+
+    async def _learn_once(
+        self,
+        tx: Tx,
+        project: str,
+        content: str,
+        *,
+        kind: str,
+        context: str | None,
+        evidence: list[str],
+        confidence: float | None = None,
+        task_type: str | None = None,
+        via: str = "memory_reflect",
+    ) -> Lesson | None:
+        """Learn a derived lesson unless this very evidence was already counted."""
+        existing = await LessonRepository(tx).by_fingerprint(project, fingerprint(content, kind, task_type))
+        known = set(existing.source.get("evidence", [])) if existing is not None else set()
+        if existing is not None and set(evidence) <= known:
+            return None
+        lesson, *_ = await self.lessons.learn(
+            tx,
+            project,
+            content,
+            kind=kind,
+            task_type=task_type,
+            context=context,
+            confidence=confidence,
+            source={"evidence": sorted(known | set(evidence)), "via": via},
+        )
+        return lesson
+
+
+def _overlap(a: frozenset[int], b: frozenset[int]) -> float:
+    union = len(a | b)
+    return len(a & b) / union if union else 0.0
+
+
+def _conflict(first: str, second: str) -> bool:
+    """Whether two texts on one topic disagree: one negates, or their numbers differ."""
+    if bool(_NEGATION.search(first)) != bool(_NEGATION.search(second)):
+        return True
+    numbers_a, numbers_b = set(_NUMBER.findall(first)), set(_NUMBER.findall(second))
+    return bool(numbers_a and numbers_b and numbers_a != numbers_b)
+
+
+def _insights(
+    observations: Sequence[Observation],
+    outcomes: Sequence[Outcome],
+    anti: Sequence[LessonView],
+    heuristics: Sequence[LessonView],
+    contradictions: Sequence[RelationView],
+) -> list[str]:
+    found = [f"{len(observations)} observations and {len(outcomes)} outcomes reviewed."]
+    if outcomes:
+        wins = sum(1 for o in outcomes if o.success)
+        found.append(f"{wins} of {len(outcomes)} outcomes succeeded.")
+    errors = Counter(o.type for o in observations)["error"]
+    if errors:
+        found.append(f"{errors} errors recorded; {len(anti)} recurring ones became anti-patterns.")
+    if heuristics:
+        found.append(f"{len(heuristics)} recurring successful step sequences became heuristics.")
+    if contradictions:
+        found.append(f"{len(contradictions)} pairs of memories look contradictory; check them with memory_related.")
+    concepts = Counter(c for o in observations for c in o.concepts)
+    if concepts:
+        found.append("Most discussed: " + ", ".join(c for c, _ in concepts.most_common(5)) + ".")
+    return found

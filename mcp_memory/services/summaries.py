@@ -1,0 +1,155 @@
+"""Crystallize: fold a session into a summary, extractively, or in the client's model's words.
+
+The extractive summary lists the session's decisions, each error with the fix that followed it,
+the files touched, the main concepts, how its outcomes went, and its most important other
+observations. When the connected client lends its model (MCP sampling), the tool layer asks it
+to rewrite that draft; whatever it returns is scrubbed and stored instead, else the draft is.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Sequence
+
+from mcp_memory.db import Tx
+from mcp_memory.errors import InvalidInputError
+from mcp_memory.models.loop import CrystallizeResult, SessionSummaryView, SummarySource
+from mcp_memory.models.records import Observation, Outcome, Session
+from mcp_memory.repositories.observations import ObservationRepository
+from mcp_memory.repositories.outcomes import OutcomeRepository
+from mcp_memory.repositories.sessions import SessionRepository
+from mcp_memory.services.common import Service
+from mcp_memory.services.compress import shorten
+from mcp_memory.services.episodic import session_doc
+
+SUMMARY_CHARS = 2_000
+SAMPLING_PROMPT = """\
+Rewrite these notes of one working session as a summary another agent will read before the next
+session on the same project. Keep every decision, error and fix, file and outcome that matters;
+drop chatter. At most 12 short lines of plain text, no preamble.
+
+{draft}
+
+Observations, in order:
+{observations}"""
+
+_HIGHLIGHT_TYPES = {"discovery", "preference", "note", "file_change"}
+
+
+class SummaryService(Service):
+    """Builds and stores session summaries."""
+
+    async def crystallize(
+        self, project: str, session_id: str | None, *, force: bool = False, model_summary: str | None = None
+    ) -> CrystallizeResult:
+        """Summarise one session, or every ended session whose summary is missing or stale."""
+        if model_summary is not None and session_id is None:
+            raise InvalidInputError("session_id", "a model-written summary needs one session")
+        async with self.db.transaction("memory_crystallize", project=project) as tx:
+            repo = SessionRepository(tx)
+            if session_id is not None:
+                targets = [await repo.get(session_id, project)]
+            else:
+                targets = await repo.needing_summary(project)
+            views = [await self.summarise(tx, s, force=force, model_summary=model_summary) for s in targets]
+        return CrystallizeResult(project=project, sessions=views)
+
+    async def summarise(
+        self, tx: Tx, session: Session, *, force: bool = False, model_summary: str | None = None
+    ) -> SessionSummaryView:
+        """Store the summary of one session (unless it is already up to date) inside `tx`."""
+        if _is_current(session) and not force:
+            return SessionSummaryView(
+                session_id=session.id,
+                title=session.title,
+                summary=session.summary or "",
+                source="sampling" if session.summary_source == "sampling" else "extractive",
+                changed=False,
+            )
+        observations = await ObservationRepository(tx).in_session(session.id)
+        outcomes = await OutcomeRepository(tx).in_session(session.id)
+        source: SummarySource = "extractive"
+        text = self.draft(session, observations, outcomes)
+        if model_summary and model_summary.strip():
+            text, source = shorten_lines(self.scrubber().text(model_summary.strip()), SUMMARY_CHARS), "sampling"
+        title = session.title or _title_for(observations)
+        now = self.now_iso()
+        await SessionRepository(tx).set_summary(session.id, text, source, now, title)
+        tx.changed("session", session.id, "crystallize")
+        stored = session.model_copy(update={"summary": text, "title": title, "summarized_at": now})
+        spec = session_doc(stored)
+        if spec is not None:
+            await self.deps.indexer.put(tx, spec)
+        return SessionSummaryView(session_id=session.id, title=title, summary=text, source=source, changed=True)
+
+    async def sampling_prompt(self, project: str, session_id: str, force: bool = False) -> str | None:
+        """The prompt that asks the client's model for a summary, or None when none is needed."""
+        async with self.db.read() as conn:
+            session = await SessionRepository(conn).get_or_none(session_id, project)
+            if session is None or (_is_current(session) and not force):
+                return None
+            observations = await ObservationRepository(conn).in_session(session_id)
+            outcomes = await OutcomeRepository(conn).in_session(session_id)
+        if not observations:
+            return None
+        lines = [f"- [{o.type}] {shorten(o.title, 160)}" for o in observations[-80:]]
+        return SAMPLING_PROMPT.format(draft=self.draft(session, observations, outcomes), observations="\n".join(lines))
+
+    @staticmethod
+    def draft(session: Session, observations: Sequence[Observation], outcomes: Sequence[Outcome]) -> str:
+        """The extractive summary of a session."""
+        title = session.title or _title_for(observations) or session.id
+        first = (observations[0].occurred_at or observations[0].created_at) if observations else session.started_at
+        last = (
+            (observations[-1].occurred_at or observations[-1].created_at) if observations else session.last_activity_at
+        )
+        kept = session.observation_count - session.folded_count
+        lines = [f"{title}: {kept} observations, {first[:16].replace('T', ' ')} to {last[:16].replace('T', ' ')}."]
+        decisions = [o for o in observations if o.type == "decision"]
+        if decisions:
+            lines.append("Decisions:")
+            lines += [f"- {shorten(o.title, 200)}" for o in decisions[:8]]
+        errors = [o for o in observations if o.type == "error"]
+        if errors:
+            lines.append("Errors and fixes:")
+            for error in errors[:6]:
+                fix = next((o for o in observations if o.type == "fix" and o.seq > error.seq), None)
+                resolution = f" -> fixed: {shorten(fix.title, 120)}" if fix else " -> unresolved"
+                lines.append(f"- {shorten(error.title, 140)}{resolution}")
+        files = Counter(f for o in observations for f in o.files)
+        if files:
+            lines.append("Files: " + ", ".join(f for f, _ in files.most_common(10)))
+        concepts = Counter(c for o in observations for c in o.concepts)
+        if concepts:
+            lines.append("Concepts: " + ", ".join(c for c, _ in concepts.most_common(10)))
+        for outcome in outcomes[:5]:
+            verdict = "succeeded" if outcome.success else "failed"
+            lines.append(f"Outcome: {shorten(outcome.task, 120)} {verdict} (score {outcome.score or 0:.2f})")
+        highlights = sorted(
+            (o for o in observations if o.type in _HIGHLIGHT_TYPES), key=lambda o: (-o.importance, o.seq)
+        )[:5]
+        if highlights:
+            lines.append("Also:")
+            lines += [f"- {shorten(o.title, 160)}" for o in sorted(highlights, key=lambda o: o.seq)]
+        if session.folded_count:
+            lines.append(f"({session.folded_count} older low-value observations were folded away.)")
+        return shorten_lines("\n".join(lines), SUMMARY_CHARS)
+
+
+def _is_current(session: Session) -> bool:
+    """Whether the session's summary already covers everything that happened in it."""
+    return session.summary is not None and (session.summarized_at or "") >= session.last_activity_at
+
+
+def _title_for(observations: Sequence[Observation]) -> str | None:
+    decision = next((o for o in observations if o.type == "decision"), None)
+    chosen = decision or (observations[0] if observations else None)
+    return None if chosen is None else shorten(chosen.title, 80)
+
+
+def shorten_lines(text: str, limit: int) -> str:
+    """`text` cut at a line boundary to at most `limit` characters."""
+    if len(text) <= limit:
+        return text
+    cut = text[: limit - 1]
+    return cut[: cut.rfind("\n")] + "\n…" if "\n" in cut else cut + "…"
