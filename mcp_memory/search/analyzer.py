@@ -8,6 +8,7 @@ those scripts do not separate words with spaces.
 
 from __future__ import annotations
 
+import functools
 import re
 import unicodedata
 
@@ -32,16 +33,21 @@ class Analyzer:
     def __init__(self) -> None:
         self._stemmer = Stemmer.Stemmer("english")
         self._stemmer.maxCacheSize = 50_000
+        # One save analyses the same text up to three times (similarity check, supersession, index).
+        self._recent = functools.lru_cache(maxsize=32)(self._analyse)
 
     def terms(self, text: str) -> list[str]:
         """Index terms of `text` in order, with repeats (term frequency matters to BM25)."""
+        return list(self._recent(text))
+
+    def _analyse(self, text: str) -> tuple[str, ...]:
         out: list[str] = []
         if not text:
-            return out
+            return ()
         text = unicodedata.normalize("NFKC", text)
         for match in _TOKEN.finditer(text):
             self._token(match.group(), out)
-        return out
+        return tuple(out)
 
     def _token(self, raw: str, out: list[str]) -> None:
         if _CJK.search(raw):

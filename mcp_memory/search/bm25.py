@@ -114,6 +114,16 @@ _EMPTY_DOCS: IntArray = np.empty(0, dtype=np.int32)
 _EMPTY_TFS: npt.NDArray[np.uint16] = np.empty(0, dtype=np.uint16)
 
 
+def _one_of(values: IntArray, codes: frozenset[int]) -> npt.NDArray[np.bool_]:
+    """values ∈ codes; a few equality tests beat np.isin for the handful of codes filters use."""
+    if len(codes) > 4:
+        return np.isin(values, list(codes))
+    hit = np.zeros(len(values), dtype=bool)
+    for code in codes:
+        hit |= values == code
+    return hit
+
+
 def _group_by_term(
     pairs: npt.NDArray[np.void], owners: npt.NDArray[np.int64]
 ) -> tuple[IntArray, IntArray, npt.NDArray[np.uint16]]:
@@ -159,6 +169,8 @@ class Partition:
         self._base_tfs: npt.NDArray[np.uint16] = _EMPTY_TFS
         self._base_span: dict[int, tuple[int, int]] = {}
         self._version = 0
+        self._norm_at = -1
+        self._norm_cache: FloatArray = np.empty(0, dtype=np.float64)
         self._avg_idf_at = -1
         self._avg_idf = 0.0
 
@@ -257,12 +269,12 @@ class Partition:
             value = self.params.epsilon * self._average_idf()
         return value
 
-    def _accumulate(self, query: Sequence[int]) -> tuple[FloatArray, npt.NDArray[np.int16]]:
-        """Dense Okapi scores and matched-term counts over every local id (dead ones included)."""
-        k1, b = self.params.k1, self.params.b
-        avgdl = self.total_len / self.n_docs
+    def _accumulate(self, query: Sequence[int], with_matched: bool = False) -> tuple[FloatArray, IntArray | None]:
+        """Dense Okapi scores over every local id (dead ones included), and matched-term counts if asked."""
+        k1 = self.params.k1
+        norm = self._norm()
         acc = np.zeros(len(self.keys), dtype=np.float64)
-        matched = np.zeros(len(self.keys), dtype=np.int16)
+        matched = np.zeros(len(self.keys), dtype=np.int32) if with_matched else None
         # rank-bm25 adds a repeated query word once per repeat; same sum, one pass per distinct term
         for term, repeats in Counter(query).items():
             postings = self._postings_of(term)
@@ -270,52 +282,75 @@ class Partition:
                 continue
             postings.settle()
             docs = postings.docs
-            matched[docs] += 1
+            if matched is not None:
+                matched[docs] += 1
             idf = self.idf(term)
             if idf:
                 tf = postings.tfs.astype(np.float64)
-                part = idf * (tf * (k1 + 1) / (tf + k1 * (1 - b + b * self._dl[docs] / avgdl)))
+                part = idf * (tf * (k1 + 1) / (tf + norm[docs]))
                 acc[docs] += part if repeats == 1 else part * repeats
         return acc, matched
+
+    def _norm(self) -> FloatArray:
+        """k1 × (1 − b + b × dl / avgdl) per local id (rank-bm25's denominator term), cached between writes."""
+        if self._norm_at != self._version:
+            k1, b = self.params.k1, self.params.b
+            avgdl = self.total_len / self.n_docs
+            self._norm_cache = k1 * (1 - b + b * self._dl[: len(self.keys)] / avgdl)
+            self._norm_at = self._version
+        return self._norm_cache
 
     def scores(self, query: Sequence[int]) -> tuple[IntArray, FloatArray]:
         """Local ids and Okapi BM25 scores of every live document scoring above zero (unsorted)."""
         if self.n_docs == 0:
             return _EMPTY_DOCS, np.empty(0, dtype=np.float64)
+        candidates, acc = self._positives(query)
+        return candidates, acc[candidates]
+
+    def _positives(self, query: Sequence[int]) -> tuple[IntArray, FloatArray]:
+        """Live local ids scoring above zero, and the dense score array."""
         acc, _ = self._accumulate(query)
         candidates = np.flatnonzero(acc > 0).astype(np.int32)
-        candidates = candidates[self._alive[candidates]]
-        return candidates, acc[candidates]
+        return candidates[self._alive[candidates]], acc
 
     def search(self, query: Sequence[int], flt: Filter, limit: int) -> list[tuple[str, float, float]]:
         """Top `limit` (key, score, at) among live documents passing the filter, best first.
 
-        Documents with a positive Okapi score come first, by score. Documents that contain query
-        terms but score <= 0 (in tiny corpora every idf can be negative) follow with score 0.0,
-        ordered by how many query terms they contain. Ties go to the newer document, then the key.
+        Documents with a positive Okapi score come first, by score. When there are fewer than
+        `limit` of them, documents that contain query terms but score <= 0 (in tiny corpora every
+        idf can be negative) follow with score 0.0, by how many query terms they contain. Ties go
+        to the newer document, then the key.
         """
         if self.n_docs == 0:
             return []
-        acc, matched = self._accumulate(query)
-        docs = np.flatnonzero(matched > 0).astype(np.int32)
-        docs = docs[self._alive[docs]]
+        docs, acc = self._positives(query)
         docs = docs[self._mask(docs, flt)]
-        if len(docs) == 0:
+        ranked = self._top(docs, acc[docs], limit)
+        if len(ranked) < limit:
+            acc, matched = self._accumulate(query, with_matched=True)
+            assert matched is not None
+            weak = np.flatnonzero((matched > 0) & (acc <= 0)).astype(np.int32)
+            weak = weak[self._alive[weak]]
+            weak = weak[self._mask(weak, flt)]
+            # Order the weak matches by terms matched, then by their (non-positive) score.
+            key = matched[weak] + 1.0 / (2.0 - acc[weak])
+            ranked += [(k, 0.0, at) for k, _, at in self._top(weak, key, limit - len(ranked))]
+        return ranked
+
+    def _top(self, docs: IntArray, key: FloatArray, limit: int) -> list[tuple[str, float, float]]:
+        """The `limit` best (key, score, at) by `key`, ties to the newer document, then the key."""
+        if len(docs) == 0 or limit <= 0:
             return []
-        raw = acc[docs]
-        # One sortable key: positive scores above every fallback (scores never approach 1e6).
-        key = np.where(raw > 0, 1e6 + raw, matched[docs] + 1.0 / (2.0 - np.minimum(raw, 0.0)))
         if len(docs) > limit:
             # argpartition first so a huge candidate set costs O(n), then sort the survivors exactly
             threshold = key[np.argpartition(-key, limit - 1)[:limit]].min()
             tied = key >= threshold
-            docs, raw, key = docs[tied], raw[tied], key[tied]
+            docs, key = docs[tied], key[tied]
         keys = [self.keys[i] or "" for i in docs.tolist()]
         order = sorted(
-            zip(key.tolist(), self._at[docs].tolist(), keys, raw.tolist(), strict=True),
-            key=lambda r: (-r[0], -r[1], r[2]),
+            zip(key.tolist(), self._at[docs].tolist(), keys, strict=True), key=lambda r: (-r[0], -r[1], r[2])
         )
-        return [(k, score if score > 0 else 0.0, at) for _, at, k, score in order[:limit]]
+        return [(k, score, at) for score, at, k in order[:limit]]
 
     def filtered_keys(self, flt: Filter) -> list[str]:
         """Keys of every live document passing the filter (no ranking), newest first."""
@@ -366,9 +401,9 @@ class Partition:
     def _mask(self, docs: IntArray, flt: Filter) -> npt.NDArray[np.bool_]:
         keep = np.ones(len(docs), dtype=bool)
         if flt.kinds is not None:
-            keep &= np.isin(self._kind[docs], list(flt.kinds))
+            keep &= _one_of(self._kind[docs], flt.kinds)
         if flt.subtypes is not None:
-            keep &= np.isin(self._subtype[docs], list(flt.subtypes))
+            keep &= _one_of(self._subtype[docs], flt.subtypes)
         if flt.session is not None:
             keep &= self._session[docs] == flt.session
         if flt.since is not None:

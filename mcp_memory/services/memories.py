@@ -20,6 +20,11 @@ SUPERSEDE_THRESHOLD = 0.7
 """Saving a memory whose term set has Jaccard similarity above this with a live one supersedes it."""
 
 
+def memory_text(mem: Memory) -> str:
+    """Everything searchable about a memory, as one text (what the index and similarity analyse)."""
+    return "\n".join(part for part in (mem.title, mem.content, " ".join(mem.concepts), " ".join(mem.files)) if part)
+
+
 def memory_doc(mem: Memory) -> DocSpec:
     """The index document of a memory (only the latest version of a chain is indexed)."""
     return DocSpec(
@@ -29,12 +34,7 @@ def memory_doc(mem: Memory) -> DocSpec:
         project=mem.project,
         session_id=mem.session_id,
         at=mem.occurred_at or mem.created_at,
-        fields=(
-            (mem.title or "", 1),
-            (mem.content, 1),
-            (" ".join(mem.concepts), 1),
-            (" ".join(mem.files), 1),
-        ),
+        fields=((memory_text(mem), 1),),
     )
 
 
@@ -137,8 +137,9 @@ class MemoryService(Service):
         self, repo: MemoryRepository, draft: Memory, supersedes: str | None
     ) -> tuple[Memory | None, float | None]:
         """The live memory the draft replaces (named, or the most similar above the threshold)."""
-        terms = set(self.deps.index.analyzer.terms(" ".join(f for f, _ in memory_doc(draft).fields)))
+        text = memory_text(draft)
         if supersedes is not None:
+            terms = set(self.deps.index.analyzer.terms(text))
             named = await repo.get(supersedes, draft.project)
             if not named.is_latest:
                 chain = await repo.chain(named.root_id, draft.project)
@@ -147,7 +148,7 @@ class MemoryService(Service):
                     f"supersedes: {supersedes} is an old version; the latest is {latest}, supersede that one"
                 )
             return named, round(self._jaccard(terms, named.id), 4)
-        found = self.most_similar(draft.project, " ".join(f for f, _ in memory_doc(draft).fields))
+        found = self.most_similar(draft.project, text)
         if found is None:
             return None, None
         best = await repo.get_or_none(found[0], draft.project)
