@@ -10,7 +10,7 @@ from typing import Any, get_args
 
 from mcp_memory import __version__
 from mcp_memory.config import Settings
-from mcp_memory.server import build_server
+from mcp_memory.transports import serve
 
 logger = logging.getLogger("mcp_memory")
 
@@ -55,20 +55,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     logging.basicConfig(
         level=settings.log_level, stream=sys.stderr, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
-    server = build_server(settings)
     logger.info("database %s", settings.db)
     if settings.transport != "stdio":
         print(_banner(settings), file=sys.stderr, flush=True)  # noqa: T201 - the person starting it reads this
     try:
-        if settings.transport == "stdio":
-            server.run("stdio")
-        elif settings.transport == "sse":
-            server.run("sse", host=settings.host, port=settings.port)
-        else:
-            server.run("streamable-http", host=settings.host, port=settings.port)
+        return serve(settings)
+    except ValueError as exc:
+        print(f"mcp-memory: {exc}", file=sys.stderr)  # noqa: T201 - the CLI's own error output
+        return 2
     except KeyboardInterrupt:
-        pass
-    return 0
+        return 0
 
 
 def _banner(settings: Settings) -> str:

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 import platformdirs
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator
 
 ENV_PREFIX = "MCP_MEMORY_"
 
@@ -40,6 +40,27 @@ class Settings(BaseModel):
     )
     host: str = Field("127.0.0.1", description="Address the HTTP transports bind to.")
     port: int = Field(8765, ge=0, le=65535, description="Port the HTTP transports listen on.")
+    auth_token: SecretStr | None = Field(
+        None, description="Bearer token every HTTP request must carry (prefer the variable: flags show in ps)."
+    )
+    auth_token_file: Path | None = Field(
+        None,
+        description="File of bearer tokens, one per line: TOKEN [PROJECT [AGENT_ID]]; a project binds the token.",
+    )
+    insecure: bool = Field(
+        False, description="Allow serving HTTP on a non-loopback address without any token (not recommended)."
+    )
+    isolated: bool = Field(
+        False, description="Refuse calls naming a project other than the token's or the client's roots'."
+    )
+    allowed_hosts: list[str] = Field(
+        default_factory=list,
+        description="Extra Host header values accepted (comma-separated, host:port or host:*); loopback names always.",
+    )
+    allowed_origins: list[str] = Field(
+        default_factory=list, description="Extra browser Origins accepted (comma-separated, e.g. https://app.example)."
+    )
+    max_request_bytes: int = Field(4 * 1024 * 1024, ge=1024, description="Largest HTTP request body accepted (bytes).")
     log_level: LogLevel = Field("INFO", description="Log level; logs always go to stderr.")
     tools: Literal["core", "all"] = Field(
         "all", description="Tool profile: core exposes the eight everyday tools, all exposes every tool."
@@ -64,8 +85,9 @@ class Settings(BaseModel):
     )
     busy_timeout_ms: int = Field(10_000, ge=0, description="How long a writer waits for another process's write lock.")
 
-    allow_file_paths: bool = Field(
-        True, description="Let memory_export / memory_import read and write files on the server's disk."
+    allow_file_paths: bool | None = Field(
+        None,
+        description="Let memory_export / memory_import use files on the server's disk (default: only over stdio).",
     )
     # Learning: lessons, outcomes and what is derived from them.
     lesson_confidence: float = Field(0.5, gt=0, le=1, description="Confidence of a newly saved lesson.")
@@ -112,10 +134,22 @@ class Settings(BaseModel):
     )
     context_budget: int = Field(2_000, ge=100, le=100_000, description="Default token budget of memory_context.")
 
-    @field_validator("db")
+    @field_validator("db", "auth_token_file")
     @classmethod
-    def _expand_home(cls, value: Path) -> Path:
-        return value.expanduser()
+    def _expand_home(cls, value: Path | None) -> Path | None:
+        return None if value is None else value.expanduser()
+
+    @field_validator("allowed_hosts", "allowed_origins", mode="before")
+    @classmethod
+    def _comma_list(cls, value: object) -> object:
+        if isinstance(value, str):
+            return [part.strip() for part in value.split(",") if part.strip()]
+        return value
+
+    @property
+    def file_paths_allowed(self) -> bool:
+        """Whether tools may read and write files on the server's disk (never by default for remote callers)."""
+        return self.allow_file_paths if self.allow_file_paths is not None else self.transport == "stdio"
 
     @classmethod
     def option_name(cls, field: str) -> str:

@@ -11,6 +11,7 @@ domain error tree here and nowhere else.
 from __future__ import annotations
 
 import contextvars
+import functools
 import json
 import logging
 import sqlite3
@@ -92,6 +93,21 @@ class Conn:
         return None if row is None else row[0]
 
 
+def _run_batch(
+    conn: sqlite3.Connection, pending: list[tuple[str, Any, bool]], sql: str | None, params: Params, want_rows: bool
+) -> Any:
+    """Runs on the connection's thread: the queued statements, then the final one."""
+    for statement, args, many in pending:
+        if many:
+            conn.executemany(statement, args)
+        else:
+            conn.execute(statement, args)
+    if sql is None:
+        return None
+    cursor = conn.execute(sql, params)
+    return cursor.fetchall() if want_rows else cursor.lastrowid
+
+
 @dataclass(eq=False)
 class _Frame:
     """What one (sub)transaction did: changed records and callbacks to run after commit."""
@@ -101,7 +117,12 @@ class _Frame:
 
 
 class Tx(Conn):
-    """The writer connection inside a transaction: also records changes for the audit log."""
+    """The writer connection inside a transaction: also records changes for the audit log.
+
+    Statements that return nothing are queued and sent with the next statement that does (or at
+    commit), so a tool call's writes cost one round trip to the connection's thread instead of
+    one each. Any error still fails the whole transaction, which then rolls back.
+    """
 
     def __init__(self, raw: aiosqlite.Connection, action: str, actor: str | None, project: str | None) -> None:
         super().__init__(raw)
@@ -110,6 +131,44 @@ class Tx(Conn):
         self.project = project
         self._frames: list[_Frame] = [_Frame()]
         self.extra: dict[str, Any] = {}
+        self.audit_seq: int | None = None  # the audit-log row of this transaction, once written
+        self._pending: list[tuple[str, Any, bool]] = []
+
+    async def execute(self, sql: str, params: Params = ()) -> None:
+        """Queue a statement; it runs before the next one that returns something."""
+        self._pending.append((sql, params, False))
+
+    async def executemany(self, sql: str, rows: Iterable[Params]) -> None:
+        """Queue a statement for each parameter set."""
+        self._pending.append((sql, list(rows), True))
+
+    async def fetchall(self, sql: str, params: Params = ()) -> list[Row]:
+        """Run the queued statements, then this query; returns its rows."""
+        rows = await self._send(sql, params, want_rows=True)
+        return list(rows)
+
+    async def insert(self, sql: str, params: Params = ()) -> int:
+        """Run the queued statements, then this INSERT; returns its rowid."""
+        return int(await self._send(sql, params, want_rows=False) or 0)
+
+    async def flush(self) -> None:
+        """Run the queued statements now."""
+        if self._pending:
+            await self._send(None, (), want_rows=False)
+
+    def discard(self) -> None:
+        """Forget the queued statements (their transaction or savepoint is being rolled back)."""
+        self._pending.clear()
+
+    async def _send(self, sql: str | None, params: Params, want_rows: bool) -> Any:
+        pending, self._pending = self._pending, []
+        try:
+            # aiosqlite has no public way to run several statements in one trip to its thread.
+            return await self._raw._execute(  # type: ignore[no-untyped-call]
+                _run_batch, self._raw._conn, pending, sql, params, want_rows
+            )
+        except sqlite3.Error as exc:
+            raise _translate(exc) from exc
 
     def changed(self, kind: str, record_id: str, op: str) -> None:
         """Note that a record was created, updated or deleted (kept for the audit log)."""
@@ -139,6 +198,11 @@ class Database:
         self._free_readers = list(readers)
         self._reader_available = anyio.Semaphore(len(readers))
         self._savepoint_seq = 0
+        self._commit_listeners: list[Callable[[Tx], None]] = []
+
+    def after_every_commit(self, listener: Callable[[Tx], None]) -> None:
+        """Call `listener(tx)` after each committed transaction of this process."""
+        self._commit_listeners.append(listener)
 
     @classmethod
     async def open(
@@ -202,25 +266,30 @@ class Database:
             try:
                 yield tx
                 await self._write_audit(tx)
+                await tx.flush()
                 await self._exec_raw("COMMIT")
             except BaseException:
+                tx.discard()
                 with anyio.CancelScope(shield=True):
                     await self._rollback()
                 raise
             finally:
                 _current_tx.reset(token)
             # Still under the lock: the next writer must see the index as this commit left it.
-            _run_callbacks(tx)
+            _run_callbacks(tx, self._commit_listeners)
 
     @asynccontextmanager
     async def _savepoint(self, tx: Tx) -> AsyncIterator[Tx]:
         self._savepoint_seq += 1
         name = f"sp_{self._savepoint_seq}"
+        await tx.flush()  # what was queued before the savepoint belongs to the outer transaction
         await self._exec_raw(f"SAVEPOINT {name}")
         tx._frames.append(_Frame())
         try:
             yield tx
+            await tx.flush()
         except BaseException:
+            tx.discard()
             tx._frames.pop()
             with anyio.CancelScope(shield=True):
                 await self._exec_raw(f"ROLLBACK TO {name}")
@@ -232,8 +301,12 @@ class Database:
         await self._exec_raw(f"RELEASE {name}")
 
     @asynccontextmanager
-    async def read(self) -> AsyncIterator[Conn]:
-        """A consistent read snapshot on a reader connection (or the open transaction, inside one)."""
+    async def read(self, snapshot: bool = True) -> AsyncIterator[Conn]:
+        """A reader connection (or the open transaction, inside one).
+
+        With `snapshot` every statement sees the same committed state (BEGIN … COMMIT); without
+        it each statement sees the latest, which saves two round trips when that is enough.
+        """
         outer = _current_tx.get()
         if outer is not None:
             yield outer
@@ -241,6 +314,9 @@ class Database:
         async with self._reader_available:
             raw = self._free_readers.pop()
             try:
+                if not snapshot:
+                    yield Conn(raw)
+                    return
                 await raw.execute("BEGIN")
                 try:
                     yield Conn(raw)
@@ -283,7 +359,7 @@ class Database:
         if not changes:
             return
         detail = json.dumps(tx.extra, sort_keys=True, default=str) if tx.extra else None
-        await tx.insert(
+        tx.audit_seq = await tx.insert(
             "INSERT INTO audit_log (at, project, actor, action, changes, detail) "
             "VALUES (strftime('%Y-%m-%dT%H:%M:%fZ', 'now'), ?, ?, ?, ?, ?)",
             (
@@ -309,13 +385,14 @@ class Database:
                 raise
 
 
-def _run_callbacks(tx: Tx) -> None:
-    for frame in tx._frames:
-        for callback in frame.on_commit:
-            try:
-                callback()
-            except Exception:  # the data is committed; a failed cache update must not hide that
-                logger.exception("post-commit callback failed after %s", tx.action)
+def _run_callbacks(tx: Tx, listeners: list[Callable[[Tx], None]]) -> None:
+    callbacks: list[Callable[[], None]] = [c for frame in tx._frames for c in frame.on_commit]
+    callbacks += [functools.partial(listener, tx) for listener in listeners]
+    for callback in callbacks:
+        try:
+            callback()
+        except Exception:  # the data is committed; a failed cache update must not hide that
+            logger.exception("post-commit callback failed after %s", tx.action)
 
 
 async def _connect(path: Path, busy_timeout_ms: int, synchronous: str) -> aiosqlite.Connection:

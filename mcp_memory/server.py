@@ -2,19 +2,28 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+import logging
+from collections.abc import AsyncIterator, Sequence
 from contextlib import AsyncExitStack, asynccontextmanager
+from typing import Any
 
 import anyio
+from mcp.server.auth.settings import AuthSettings
+from mcp.server.context import CallNext, HandlerResult, ServerMiddleware, ServerRequestContext
 from mcp.server.mcpserver import MCPServer
+from pydantic import AnyHttpUrl
 
 from mcp_memory import __version__
+from mcp_memory.auth import Grant, StaticTokenVerifier
 from mcp_memory.clock import Clock, system_clock
 from mcp_memory.config import Settings
 from mcp_memory.context import AppContext, open_app
+from mcp_memory.errors import MCPMemoryError
 from mcp_memory.tools import tools_for
 from mcp_memory.tools._common import check_arguments
 from mcp_memory.tools.prompts import register_prompts_and_resources
+
+logger = logging.getLogger(__name__)
 
 INSTRUCTIONS = """\
 mcp-memory keeps durable memory across sessions for this project.
@@ -33,13 +42,18 @@ class SharedApp:
     per client; sharing keeps one database writer and one index per process.
     """
 
-    def __init__(self, settings: Settings, clock: Clock) -> None:
+    def __init__(self, settings: Settings, clock: Clock = system_clock) -> None:
         self._settings = settings
         self._clock = clock
         self._lock = anyio.Lock()
         self._users = 0
         self._app: AppContext | None = None
         self._stack: AsyncExitStack | None = None
+
+    async def ready(self) -> bool:
+        """Whether the application is open, its database answers and its index is built."""
+        app = self._app
+        return app is not None and await app.operations.ready()
 
     @asynccontextmanager
     async def use(self) -> AsyncIterator[AppContext]:
@@ -62,9 +76,35 @@ class SharedApp:
                         await stack.aclose()
 
 
-def build_server(settings: Settings, clock: Clock = system_clock) -> MCPServer[AppContext]:
-    """The MCP server for `settings`, with every tool registered."""
-    shared = SharedApp(settings, clock)
+_READS_INDEX = ("tools/call", "resources/read", "prompts/get")
+
+
+async def sync_index(ctx: ServerRequestContext[AppContext, Any], call_next: CallNext) -> HandlerResult:
+    """Server middleware: bring the index up to date with other processes' writes before a call."""
+    if ctx.method in _READS_INDEX and isinstance(ctx.lifespan_context, AppContext):
+        app = ctx.lifespan_context
+        try:
+            await app.deps.indexer.sync(app.deps.db)
+        except MCPMemoryError as exc:  # a busy or broken database shows up in the call itself
+            logger.warning("could not sync the index with other writers: %s", exc)
+    return await call_next(ctx)
+
+
+def build_server(
+    settings: Settings,
+    clock: Clock = system_clock,
+    *,
+    shared: SharedApp | None = None,
+    middleware: Sequence[ServerMiddleware[Any]] = (),
+    grants: Sequence[Grant] = (),
+) -> MCPServer[AppContext]:
+    """The MCP server for `settings`: its tools, prompts and resources, and bearer auth when tokens exist."""
+    shared = shared or SharedApp(settings, clock)
+    auth = None
+    if grants:
+        # The SDK's bearer-token hook needs OAuth resource-server settings; the issuer here is
+        # nominal (tokens are static), and no metadata routes are published.
+        auth = AuthSettings(issuer_url=AnyHttpUrl(f"http://{settings.host}:{settings.port}"), resource_server_url=None)
 
     @asynccontextmanager
     async def lifespan(_: MCPServer[AppContext]) -> AsyncIterator[AppContext]:
@@ -79,7 +119,9 @@ def build_server(settings: Settings, clock: Clock = system_clock) -> MCPServer[A
         version=__version__,
         lifespan=lifespan,
         log_level=settings.log_level,
-        middleware=[check_arguments],
+        middleware=[*middleware, check_arguments, sync_index],
+        auth=auth,
+        token_verifier=StaticTokenVerifier(list(grants)) if grants else None,
         tools=tools_for(settings.tools),
     )
     register_prompts_and_resources(server, settings.tools)

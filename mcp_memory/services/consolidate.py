@@ -17,6 +17,9 @@ from collections import Counter, defaultdict
 from collections.abc import Awaitable, Callable
 from datetime import timedelta
 
+import anyio
+import anyio.lowlevel
+
 from mcp_memory.clock import to_iso
 from mcp_memory.db import Tx
 from mcp_memory.models.loop import Change, ConsolidateResult
@@ -101,7 +104,9 @@ class ConsolidateService(Service):
         merged: set[str] = set()
         changes = []
         index = self.deps.index
-        for memory in latest:
+        for position, memory in enumerate(latest):
+            if position % 100 == 99:
+                await anyio.lowlevel.checkpoint()  # a long pass must not starve other requests of the event loop
             if memory.id in merged:
                 continue
             terms = index.terms_of(memory.id)

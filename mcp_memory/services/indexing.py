@@ -7,6 +7,7 @@ the record, and updates the in-memory index only once the transaction has commit
 
 from __future__ import annotations
 
+import json
 import logging
 from collections import Counter
 from collections.abc import AsyncIterator, Callable, Sequence
@@ -22,6 +23,7 @@ from mcp_memory.search.index import IndexDoc, SearchIndex
 logger = logging.getLogger(__name__)
 
 _REINDEX_BATCH = 500
+_SYNC_PAGE = 1_000
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,6 +48,9 @@ class Indexer:
 
     def __init__(self, index: SearchIndex) -> None:
         self.index = index
+        self.built = False
+        self._seen_seq = 0  # the last audit-log row whose changes the in-memory index reflects
+        self._vocab_mark = 0  # every term id up to this one was read from the database
         self._sources: dict[str, DocSource] = {}
 
     def register_source(self, kind: str, source: DocSource) -> None:
@@ -117,12 +122,17 @@ class Indexer:
             recorded = await MetaRepository(conn).get("analyzer_version")
         if stale or recorded != str(ANALYZER_VERSION):
             await self.reanalyse(db)
-        async with db.read() as conn:
+        async with db.read() as conn:  # one snapshot: the documents and the audit row they reflect
             store = SearchDocRepository(conn)
+            seen = await MetaRepository(conn).last_audit_seq()
             vocab = await store.vocabulary()
             docs = await store.all_docs()
         self.index.vocab = vocab
         self.index.load(docs)
+        self._seen_seq = seen
+        self._vocab_mark = max(vocab.values(), default=0)
+        self.built = True
+        db.after_every_commit(self._after_commit)
         logger.info("search index rebuilt: %d documents, %d terms", len(docs), len(vocab))
         return len(docs)
 
@@ -141,6 +151,45 @@ class Indexer:
         async with db.transaction("reindex") as tx:
             await MetaRepository(tx).set("analyzer_version", str(ANALYZER_VERSION))
         return total
+
+    def _after_commit(self, tx: Tx) -> None:
+        # Our own commit was applied through its callbacks; skip it in sync() if nothing came between.
+        if tx.audit_seq is not None and tx.audit_seq == self._seen_seq + 1:
+            self._seen_seq = tx.audit_seq
+
+    async def sync(self, db: Database) -> int:
+        """Apply what other processes wrote since we last looked; returns how many documents changed.
+
+        Every write lists the records it touched in the audit log, so this re-reads just those
+        records' stored terms instead of rebuilding the index.
+        """
+        async with db.read() as conn:
+            meta = MetaRepository(conn)
+            if await meta.last_audit_seq() <= self._seen_seq:
+                return 0
+            ids: set[str] = set()
+            last = self._seen_seq
+            while True:
+                rows = await meta.audit_since(last, limit=_SYNC_PAGE)
+                for seq, _, changes in rows:
+                    last = seq
+                    ids.update(change["id"] for change in json.loads(changes))
+                if len(rows) < _SYNC_PAGE:
+                    break
+            store = SearchDocRepository(conn)
+            # Not the largest id we know: our own new terms interleave with other processes' ones.
+            vocab = await store.vocabulary(after_id=self._vocab_mark)
+            docs = {doc.doc_id: doc for doc in await store.get_many(sorted(ids))}
+        self.index.learn_terms(vocab)
+        self._vocab_mark = max(vocab.values(), default=self._vocab_mark)
+        for doc_id in ids:
+            if doc_id in docs:
+                self.index.upsert(docs[doc_id])
+            else:
+                self.index.remove(doc_id)
+        self._seen_seq = max(self._seen_seq, last)
+        logger.debug("index synced with other writers: %d records", len(ids))
+        return len(ids)
 
     def batches(self, specs: Sequence[DocSpec]) -> list[list[DocSpec]]:
         """Split specs into transaction-sized batches."""

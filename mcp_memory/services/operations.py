@@ -13,7 +13,7 @@ from pydantic import BaseModel, ValidationError
 
 from mcp_memory import __version__
 from mcp_memory.db import Tx
-from mcp_memory.errors import ConflictError, ImportFormatError, InvalidInputError
+from mcp_memory.errors import ConflictError, ImportFormatError, InvalidInputError, MCPMemoryError
 from mcp_memory.models.results import DiagnoseResult, ExportResult, ImportResult, LatencyReport
 from mcp_memory.repositories.archive import TABLES, ArchiveRepository, TableSpec
 from mcp_memory.repositories.memories import MemoryRepository
@@ -66,6 +66,15 @@ class OperationsService(Service):
     def __init__(self, deps: Deps, reindexers: dict[str, Reindexer]) -> None:
         super().__init__(deps)
         self._reindexers = reindexers
+
+    async def ready(self) -> bool:
+        """The database answers a query and the index has been built from it."""
+        try:
+            async with self.db.read() as conn:
+                await MetaRepository(conn).schema_version()
+        except MCPMemoryError:
+            return False
+        return self.deps.indexer.built
 
     async def diagnose(self) -> DiagnoseResult:
         """Schema, counts, integrity, index consistency and a latency self-test."""
@@ -152,8 +161,13 @@ class OperationsService(Service):
             raise InvalidInputError("path", f"cannot write {target}: {exc.strerror or exc}") from None
         return ExportResult(counts=counts, path=str(target))
 
-    async def import_(self, document: dict[str, Any] | None, path: str | None) -> ImportResult:
-        """Merge an export document: new rows are added, newer rows replace older, the rest is left."""
+    async def import_(
+        self, document: dict[str, Any] | None, path: str | None, only_project: str | None = None
+    ) -> ImportResult:
+        """Merge an export document: new rows are added, newer rows replace older, the rest is left.
+
+        With `only_project`, every row must belong to that project (a restricted caller's import).
+        """
         if (document is None) == (path is None):
             raise InvalidInputError("document", "give exactly one of document or path")
         if path is not None:
@@ -166,7 +180,9 @@ class OperationsService(Service):
         tables = _check_document(document)
         scrub = self.scrubber()
         parsed = {
-            spec.name: [_parse_row(spec, i, row, scrub) for i, row in enumerate(tables.get(spec.name, []))]
+            spec.name: [
+                _parse_row(spec, i, row, scrub, only_project) for i, row in enumerate(tables.get(spec.name, []))
+            ]
             for spec in TABLES
         }
         inserted: dict[str, int] = {}
@@ -207,7 +223,7 @@ class OperationsService(Service):
         )
 
     async def _file_path(self, field: str, path: str) -> anyio.Path:
-        if not self.settings.allow_file_paths:
+        if not self.settings.file_paths_allowed:
             raise InvalidInputError(field, "file paths are disabled on this server; pass the document inline")
         return await (await anyio.Path(path).expanduser()).absolute()
 
@@ -229,7 +245,7 @@ def _check_document(document: dict[str, Any]) -> dict[str, list[Any]]:
     return tables
 
 
-def _parse_row(spec: TableSpec, index: int, row: Any, scrub: Scrubber) -> BaseModel:
+def _parse_row(spec: TableSpec, index: int, row: Any, scrub: Scrubber, only_project: str | None) -> BaseModel:
     """Validate one imported row against its record model and scrub its free-text fields."""
     where = f"document.tables.{spec.name}[{index}]"
     if not isinstance(row, dict):
@@ -243,6 +259,8 @@ def _parse_row(spec: TableSpec, index: int, row: Any, scrub: Scrubber) -> BaseMo
         err = exc.errors()[0]
         raise ImportFormatError(f"{where}.{'.'.join(map(str, err['loc']))}: {err['msg']}") from None
     project = getattr(record, "project", None)
+    if only_project is not None and project is not None and project != only_project:
+        raise ImportFormatError(f"{where}.project: this connection may only import into {only_project!r}")
     if project is not None and not (project == GLOBAL_PROJECT and spec.name in _GLOBAL_TABLES):
         try:
             check_project(project)

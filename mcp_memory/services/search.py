@@ -53,7 +53,7 @@ class SearchService(Service):
             until=epoch_or_none(end),
         )
         found = self.deps.index.search(project, query, flt, limit)
-        async with self.db.read() as conn:
+        async with self.db.read(snapshot=False) as conn:  # hits are rendered one by one anyway
             if session_id is not None:
                 await SessionRepository(conn).get(session_id, project)
             hits = await self._render(conn, project, found)
@@ -75,7 +75,7 @@ class SearchService(Service):
         wanted = frozenset(kinds) if kinds else SEARCHABLE_KINDS
         if wanted - SEARCHABLE_KINDS:
             raise InvalidInputError("kinds", f"must be among {sorted(SEARCHABLE_KINDS)}")
-        async with self.db.read() as conn:
+        async with self.db.read(snapshot=False) as conn:  # hits are rendered one by one anyway
             if query:
                 found = self.deps.index.search(project, query, SearchFilter(kinds=wanted), limit)
                 result.hits = await self._render(conn, project, found)

@@ -16,7 +16,6 @@ from pydantic import Field, ValidationError
 
 from mcp_memory.context import AppContext
 from mcp_memory.errors import MCPMemoryError
-from mcp_memory.services.common import check_project
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -66,14 +65,6 @@ Importance = Annotated[float, Field(ge=0.0, le=1.0, description="0 (trivia) to 1
 def app_of(ctx: Ctx) -> AppContext:
     """The application context of the running server."""
     return ctx.request_context.lifespan_context
-
-
-def project_of(ctx: Ctx, project: str | None) -> str:
-    """The project a call acts on: its argument, else the configured default."""
-    try:
-        return check_project(project if project is not None else app_of(ctx).settings.project)
-    except MCPMemoryError as exc:
-        raise ToolError(str(exc)) from exc
 
 
 def tool_annotations(

@@ -8,7 +8,8 @@ from mcp.server.mcpserver.tools import Tool
 from pydantic import Field
 
 from mcp_memory.models.organising import ActionList, ActionResult
-from mcp_memory.tools._common import Ctx, Limit, Offset, Project, When, app_of, make_tool, project_of
+from mcp_memory.tools._common import Ctx, Limit, Offset, Project, When, app_of, make_tool
+from mcp_memory.tools.caller import project_of
 
 Status = Literal["pending", "active", "blocked", "done", "cancelled"]
 ActionId = Annotated[str, Field(min_length=1, max_length=128, description="Action id (act_…).")]
@@ -32,7 +33,7 @@ async def memory_action_create(
 ) -> ActionResult:
     """Create an action, optionally under a parent and after other actions."""
     return await app_of(ctx).actions.create(
-        project_of(ctx, project), title, description=description, status=status, priority=priority or 0,
+        await project_of(ctx, project), title, description=description, status=status, priority=priority or 0,
         parent_id=parent_id, depends_on=depends_on or [], tags=tags or [], due=due,
     )  # fmt: skip
 
@@ -54,7 +55,7 @@ async def memory_action_update(
 ) -> ActionResult:
     """Change an action's status, fields, parent or dependencies; rules are checked before any write."""
     return await app_of(ctx).actions.update(
-        project_of(ctx, project), id, title=title, description=description, status=status, priority=priority,
+        await project_of(ctx, project), id, title=title, description=description, status=status, priority=priority,
         parent_id=parent_id, clear_parent=clear_parent, add_depends_on=add_depends_on or [],
         remove_depends_on=remove_depends_on or [], tags=tags, due=due,
     )  # fmt: skip
@@ -71,13 +72,13 @@ async def memory_action_list(
 ) -> ActionList:
     """List actions by status, highest priority then oldest first, with dependencies and child progress."""
     return await app_of(ctx).actions.page(
-        project_of(ctx, project), statuses=status, tag=tag, parent_id=parent_id, limit=limit, offset=offset
+        await project_of(ctx, project), statuses=status, tag=tag, parent_id=parent_id, limit=limit, offset=offset
     )
 
 
 async def memory_frontier(ctx: Ctx, tag: Tag = None, limit: Limit = 10, project: Project = None) -> ActionList:
     """What can be worked on now: open actions whose dependencies are all done, by priority then age."""
-    return await app_of(ctx).actions.frontier(project_of(ctx, project), tag=tag, limit=limit)
+    return await app_of(ctx).actions.frontier(await project_of(ctx, project), tag=tag, limit=limit)
 
 
 def actions_tools() -> list[Tool]:

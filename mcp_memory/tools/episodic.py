@@ -30,8 +30,8 @@ from mcp_memory.tools._common import (
     When,
     app_of,
     make_tool,
-    project_of,
 )
+from mcp_memory.tools.caller import agent_of, project_of
 
 ObservationType = Annotated[
     str,
@@ -68,7 +68,7 @@ async def memory_observe(
 ) -> ObserveResult:
     """Record something that happened in this session (a decision, error, change, note); secrets are redacted."""
     return await app_of(ctx).episodic.observe(
-        project_of(ctx, project),
+        await project_of(ctx, project),
         content,
         type,
         title=title,
@@ -76,7 +76,7 @@ async def memory_observe(
         concepts=concepts,
         files=files,
         session_id=session_id,
-        agent_id=agent_id,
+        agent_id=agent_of(ctx, agent_id),
         ref=ref,
         occurred_at=occurred_at,
         importance=importance,
@@ -98,7 +98,7 @@ async def memory_recall(
     """Find past observations and session summaries relevant to a question, best first (compact hits)."""
     kinds = ["observation", "session", "memory"] if include_memories else None
     return await app_of(ctx).search.recall(
-        project_of(ctx, project),
+        await project_of(ctx, project),
         query,
         limit=limit,
         session_id=session_id,
@@ -120,7 +120,7 @@ async def memory_sessions(
     project: Project = None,
 ) -> SessionList:
     """List sessions, most recently active first, with status, counts and summaries."""
-    return await app_of(ctx).episodic.sessions(project_of(ctx, project), status, limit, offset)
+    return await app_of(ctx).episodic.sessions(await project_of(ctx, project), status, limit, offset)
 
 
 async def memory_observations(
@@ -137,7 +137,7 @@ async def memory_observations(
 ) -> ObservationList:
     """List observations (compressed: title, facts, concepts, files) by session, type and time."""
     return await app_of(ctx).episodic.observations(
-        project_of(ctx, project),
+        await project_of(ctx, project),
         session_id=session_id,
         types=types,
         since=since,
@@ -160,7 +160,7 @@ async def memory_timeline(
 ) -> TimelineResult:
     """Show observations in time order around an observation, a moment, or (by default) now."""
     return await app_of(ctx).episodic.timeline(
-        project_of(ctx, project), anchor=anchor, at=at, session_id=session_id, before=before, after=after
+        await project_of(ctx, project), anchor=anchor, at=at, session_id=session_id, before=before, after=after
     )
 
 

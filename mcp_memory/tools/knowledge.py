@@ -8,7 +8,8 @@ from mcp.server.mcpserver.tools import Tool
 from pydantic import Field
 
 from mcp_memory.models.organising import ContextResult, RelatedResult, RelateResult
-from mcp_memory.tools._common import Ctx, Limit, Project, app_of, make_tool, project_of
+from mcp_memory.tools._common import Ctx, Limit, Project, app_of, make_tool
+from mcp_memory.tools.caller import project_of
 
 RecordId = Annotated[str, Field(min_length=1, max_length=128)]
 RelationType = Annotated[
@@ -32,7 +33,7 @@ async def memory_relate(
     project: Project = None,
 ) -> RelateResult:
     """Link two records with a typed, weighted edge (the same edge again updates its weight)."""
-    return await app_of(ctx).relations.relate(project_of(ctx, project), source_id, target_id, type, weight, note)
+    return await app_of(ctx).relations.relate(await project_of(ctx, project), source_id, target_id, type, weight, note)
 
 
 async def memory_related(
@@ -46,7 +47,7 @@ async def memory_related(
 ) -> RelatedResult:
     """Find records linked to one record, up to N hops away, nearest and strongest first."""
     return await app_of(ctx).relations.related(
-        project_of(ctx, project), id, hops=hops, types=types, direction=direction, limit=limit
+        await project_of(ctx, project), id, hops=hops, types=types, direction=direction, limit=limit
     )
 
 
@@ -58,7 +59,9 @@ async def memory_context(
     project: Project = None,
 ) -> ContextResult:
     """Compile the start-of-session context: pinned slots, profile, lessons, mistakes, sessions, memories, in budget."""
-    return await app_of(ctx).context.compile(project_of(ctx, project), query=query, task_type=task_type, budget=budget)
+    return await app_of(ctx).context.compile(
+        await project_of(ctx, project), query=query, task_type=task_type, budget=budget
+    )
 
 
 def knowledge_tools() -> list[Tool]:

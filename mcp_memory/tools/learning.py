@@ -17,7 +17,8 @@ from mcp_memory.models.learning import (
     ProfileResult,
 )
 from mcp_memory.services.outcomes import MistakeCardInput
-from mcp_memory.tools._common import AgentId, Ctx, Limit, Offset, Project, app_of, make_tool, project_of
+from mcp_memory.tools._common import AgentId, Ctx, Limit, Offset, Project, app_of, make_tool
+from mcp_memory.tools.caller import agent_of, project_of
 
 TaskType = Annotated[
     str | None,
@@ -55,8 +56,8 @@ async def memory_lesson_save(
 ) -> LessonSaveResult:
     """Save a lesson; saving the same lesson again reinforces it (and restores it if it had faded)."""
     return await app_of(ctx).lessons.save(
-        project_of(ctx, project), content, context=context, tags=tags, task_type=task_type, confidence=confidence,
-        scope=scope, agent_id=agent_id,
+        await project_of(ctx, project), content, context=context, tags=tags, task_type=task_type, confidence=confidence,
+        scope=scope, agent_id=agent_of(ctx, agent_id),
     )  # fmt: skip
 
 
@@ -73,7 +74,12 @@ async def memory_lesson_recall(
 ) -> LessonRecallResult:
     """Recall lessons, heuristics, anti-patterns and rules by relevance × confidence (project's first)."""
     return await app_of(ctx).lessons.recall(
-        project_of(ctx, project), query, task_type=task_type, kinds=kinds, limit=limit, include_global=include_global
+        await project_of(ctx, project),
+        query,
+        task_type=task_type,
+        kinds=kinds,
+        limit=limit,
+        include_global=include_global,
     )
 
 
@@ -89,7 +95,7 @@ async def memory_lessons(
 ) -> LessonList:
     """List lessons by current confidence, highest first; faded (soft-deleted) ones on request."""
     return await app_of(ctx).lessons.lessons(
-        project_of(ctx, project), kinds=kinds, task_type=task_type, status=status, scope=scope, limit=limit,
+        await project_of(ctx, project), kinds=kinds, task_type=task_type, status=status, scope=scope, limit=limit,
         offset=offset,
     )  # fmt: skip
 
@@ -117,9 +123,9 @@ async def memory_outcome_record(
     """Record how a task went; heuristics, anti-patterns, rules and mistake cards are derived from it."""
     cards = [MistakeCardInput(**card.model_dump()) for card in mistake_cards or []]
     return await app_of(ctx).outcomes.record(
-        project_of(ctx, project), task, task_type=task_type, success=success, score=score, steps=steps or [],
+        await project_of(ctx, project), task, task_type=task_type, success=success, score=score, steps=steps or [],
         strategy=strategy, duration_s=duration_s, error=error, feedback=feedback, mistakes=mistakes or [],
-        successes=successes or [], mistake_cards=cards, session_id=session_id, agent_id=agent_id,
+        successes=successes or [], mistake_cards=cards, session_id=session_id, agent_id=agent_of(ctx, agent_id),
     )  # fmt: skip
 
 
@@ -127,12 +133,12 @@ async def memory_insights(
     ctx: Ctx, task_type: TaskType = None, limit: Limit = 10, project: Project = None
 ) -> InsightsResult:
     """Show score history, heuristics, anti-patterns, rules and top mistake cards (for one task type or all)."""
-    return await app_of(ctx).insights.insights(project_of(ctx, project), task_type, limit)
+    return await app_of(ctx).insights.insights(await project_of(ctx, project), task_type, limit)
 
 
 async def memory_profile(ctx: Ctx, project: Project = None) -> ProfileResult:
     """Show what a project is about: top concepts and files, preferences, activity, scores by task type."""
-    return await app_of(ctx).insights.profile(project_of(ctx, project))
+    return await app_of(ctx).insights.profile(await project_of(ctx, project))
 
 
 def learning_tools() -> list[Tool]:

@@ -20,7 +20,8 @@ from mcp_types.version import is_version_at_least
 from pydantic import Field
 
 from mcp_memory.models.loop import ConsolidateResult, CrystallizeResult, ReflectResult
-from mcp_memory.tools._common import Ctx, Project, When, app_of, make_tool, project_of
+from mcp_memory.tools._common import Ctx, Project, When, app_of, make_tool
+from mcp_memory.tools.caller import project_of
 
 logger = logging.getLogger(__name__)
 
@@ -69,7 +70,7 @@ async def _summary_from_model(
 ) -> Sample | str | None:
     if session_id is None or not _samples(ctx):
         return None
-    prompt = await app_of(ctx).summaries.sampling_prompt(project_of(ctx, project), session_id, force)
+    prompt = await app_of(ctx).summaries.sampling_prompt(await project_of(ctx, project), session_id, force)
     return None if prompt is None else await _ask(ctx, prompt)
 
 
@@ -79,7 +80,7 @@ async def _rules_from_model(
     if not _samples(ctx):
         return None
     try:
-        prompt = await app_of(ctx).reflection.sampling_prompt(project_of(ctx, project), session_id, since, until)
+        prompt = await app_of(ctx).reflection.sampling_prompt(await project_of(ctx, project), session_id, since, until)
     except Exception:  # bad arguments are reported by the tool itself, with the field named
         return None
     return None if prompt is None else await _ask(ctx, prompt)
@@ -94,7 +95,7 @@ async def memory_crystallize(
 ) -> CrystallizeResult:
     """Summarise a session (or each ended one lacking a current summary): decisions, fixes, files, outcome."""
     return await app_of(ctx).summaries.crystallize(
-        project_of(ctx, project), session_id, force=force, model_summary=_text(model_text)
+        await project_of(ctx, project), session_id, force=force, model_summary=_text(model_text)
     )
 
 
@@ -108,7 +109,9 @@ async def memory_consolidate(
     async def progress(done: int, total: int, message: str) -> None:
         await ctx.report_progress(done, total, message)
 
-    return await app_of(ctx).consolidation.consolidate(project_of(ctx, project), dry_run=dry_run, progress=progress)
+    return await app_of(ctx).consolidation.consolidate(
+        await project_of(ctx, project), dry_run=dry_run, progress=progress
+    )
 
 
 async def memory_reflect(
@@ -121,7 +124,7 @@ async def memory_reflect(
 ) -> ReflectResult:
     """Learn from a session or time window (default: last 7 days): anti-patterns, heuristics, contradictions."""
     return await app_of(ctx).reflection.reflect(
-        project_of(ctx, project), session_id=session_id, since=since, until=until, model_rules=_text(model_text)
+        await project_of(ctx, project), session_id=session_id, since=since, until=until, model_rules=_text(model_text)
     )
 
 

@@ -21,8 +21,8 @@ from mcp_memory.tools._common import (
     When,
     app_of,
     make_tool,
-    project_of,
 )
+from mcp_memory.tools.caller import agent_of, project_of
 
 MemoryKind = Annotated[
     str,
@@ -59,7 +59,7 @@ async def memory_save(
 ) -> SaveResult:
     """Save a long-lived memory; a near-duplicate of a live one becomes its new version (history kept)."""
     return await app_of(ctx).memories.save(
-        project_of(ctx, project),
+        await project_of(ctx, project),
         content,
         kind,
         title=title,
@@ -70,7 +70,7 @@ async def memory_save(
         occurred_at=occurred_at,
         supersedes=supersedes,
         session_id=session_id,
-        agent_id=agent_id,
+        agent_id=agent_of(ctx, agent_id),
     )
 
 
@@ -80,7 +80,7 @@ async def memory_get(
     project: Project = None,
 ) -> MemoryDetail:
     """Get a memory in full with its version history, oldest version first."""
-    return await app_of(ctx).memories.get(project_of(ctx, project), id)
+    return await app_of(ctx).memories.get(await project_of(ctx, project), id)
 
 
 async def memory_smart_search(
@@ -96,7 +96,7 @@ async def memory_smart_search(
 ) -> SmartSearchResult:
     """Search everything: compact hits for a query first, then full records for the ids you pick."""
     return await app_of(ctx).search.smart_search(
-        project_of(ctx, project), query=query, ids=ids, kinds=kinds, limit=limit
+        await project_of(ctx, project), query=query, ids=ids, kinds=kinds, limit=limit
     )
 
 
@@ -114,7 +114,7 @@ async def memory_forget(
 ) -> ForgetResult:
     """Delete records for good, by id or by filter (a whole memory chain, a session with its observations)."""
     return await app_of(ctx).forget.forget(
-        project_of(ctx, project),
+        await project_of(ctx, project),
         ids=ids,
         kind=kind,
         session_id=session_id,

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
+from mcp.server.mcpserver.exceptions import ToolError
 from mcp.server.mcpserver.tools import Tool
 from pydantic import Field
 
 from mcp_memory.models.results import DiagnoseResult, ExportResult, ImportResult
-from mcp_memory.tools._common import Ctx, Project, app_of, make_tool, project_of
+from mcp_memory.tools._common import Ctx, Project, app_of, make_tool
+from mcp_memory.tools.caller import project_of, restricted_to
 
 FilePath = Annotated[
     str | None, Field(max_length=4_096, description="File on the server's disk (if the server allows it).")
@@ -17,7 +19,11 @@ FilePath = Annotated[
 
 async def memory_diagnose(ctx: Ctx) -> DiagnoseResult:
     """Check health: schema version, record counts, integrity, index consistency and search latency."""
-    return await app_of(ctx).operations.diagnose()
+    result = await app_of(ctx).operations.diagnose()
+    only = await restricted_to(ctx)
+    if only is not None:  # a restricted caller learns nothing about other projects or the server's disk
+        result = result.model_copy(update={"projects": [p for p in result.projects if p == only], "db_path": ""})
+    return result
 
 
 async def memory_export(
@@ -28,7 +34,10 @@ async def memory_export(
     project: Project = None,
 ) -> ExportResult:
     """Export memory as versioned JSON (inline, or to a file), for backup or moving between machines."""
-    projects = None if all_projects else [project_of(ctx, project)]
+    only = await restricted_to(ctx)
+    if all_projects and only is not None:
+        raise ToolError(f"all_projects: this connection may only export project {only!r}")
+    projects = None if all_projects else [await project_of(ctx, project)]
     return await app_of(ctx).operations.export(projects, path, overwrite)
 
 
@@ -40,7 +49,7 @@ async def memory_import(
     path: FilePath = None,
 ) -> ImportResult:
     """Import a memory_export document; safe to repeat (existing records are kept unless the import is newer)."""
-    return await app_of(ctx).operations.import_(document, path)
+    return await app_of(ctx).operations.import_(document, path, only_project=await restricted_to(ctx))
 
 
 def operations_tools() -> list[Tool]:

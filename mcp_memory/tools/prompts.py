@@ -5,12 +5,15 @@ from __future__ import annotations
 from typing import Annotated
 
 from mcp.server.mcpserver import MCPServer, UserMessage
-from mcp.server.mcpserver.exceptions import ResourceError, ResourceNotFoundError
+from mcp.server.mcpserver.exceptions import ResourceError, ResourceNotFoundError, ToolError
+from mcp.shared.exceptions import MCPError
+from mcp_types import INVALID_PARAMS
 from pydantic import Field
 
 from mcp_memory.context import AppContext
 from mcp_memory.errors import MCPMemoryError, NotFoundError
-from mcp_memory.tools._common import Ctx, app_of, project_of
+from mcp_memory.tools._common import Ctx, app_of
+from mcp_memory.tools.caller import project_of
 
 SESSION_START = """\
 Here is what you remember about this project. Use it; do not repeat work it says is done.
@@ -33,9 +36,10 @@ async def session_start(
 ) -> list[UserMessage]:
     """Start a session with the compiled memory context of the project."""
     try:
-        compiled = await app_of(ctx).context.compile(project_of(ctx, project), query=query, task_type=task_type)
-    except MCPMemoryError as exc:
-        raise ValueError(str(exc)) from exc
+        compiled = await app_of(ctx).context.compile(await project_of(ctx, project), query=query, task_type=task_type)
+    except (MCPMemoryError, ToolError) as exc:
+        # An MCPError passes through the SDK with its message; anything else becomes "internal error".
+        raise MCPError(code=INVALID_PARAMS, message=str(exc)) from exc
     text = SESSION_START.format(context=compiled.text)
     if compiled.omitted:
         text += "\nLeft out for space (fetch with): " + "; ".join(o.fetch for o in compiled.omitted)
@@ -73,8 +77,8 @@ async def context_resource(
 ) -> str:
     """The compiled context as markdown."""
     try:
-        compiled = await app_of(ctx).context.compile(project_of(ctx, project), query=query, task_type=task_type)
-    except MCPMemoryError as exc:
+        compiled = await app_of(ctx).context.compile(await project_of(ctx, project), query=query, task_type=task_type)
+    except (MCPMemoryError, ToolError) as exc:
         raise ResourceError(str(exc)) from exc
     return compiled.text
 
@@ -82,10 +86,10 @@ async def context_resource(
 async def slot_resource(ctx: Ctx, name: str, project: str | None = None) -> str:
     """The content of one slot."""
     try:
-        slot = await app_of(ctx).slots.get(project_of(ctx, project), name)
+        slot = await app_of(ctx).slots.get(await project_of(ctx, project), name)
     except NotFoundError as exc:
         raise ResourceNotFoundError(str(exc)) from exc
-    except MCPMemoryError as exc:
+    except (MCPMemoryError, ToolError) as exc:
         raise ResourceError(str(exc)) from exc
     return slot.content
 

@@ -8,7 +8,8 @@ from mcp.server.mcpserver.tools import Tool
 from pydantic import Field
 
 from mcp_memory.models.organising import SlotDeleted, SlotList, SlotResult, SlotView
-from mcp_memory.tools._common import Ctx, Project, app_of, make_tool, project_of
+from mcp_memory.tools._common import Ctx, Project, app_of, make_tool
+from mcp_memory.tools.caller import project_of
 
 Name = Annotated[
     str,
@@ -27,12 +28,12 @@ Text = Annotated[str, Field(max_length=100_000)]
 
 async def memory_slot_list(ctx: Ctx, project: Project = None) -> SlotList:
     """List the slots visible here (project's, then global) and default names not created yet."""
-    return await app_of(ctx).slots.overview(project_of(ctx, project))
+    return await app_of(ctx).slots.overview(await project_of(ctx, project))
 
 
 async def memory_slot_get(ctx: Ctx, name: Name, scope: Scope = None, project: Project = None) -> SlotView:
     """Read one slot in full."""
-    return await app_of(ctx).slots.get(project_of(ctx, project), name, scope)
+    return await app_of(ctx).slots.get(await project_of(ctx, project), name, scope)
 
 
 async def memory_slot_create(
@@ -47,7 +48,7 @@ async def memory_slot_create(
 ) -> SlotResult:
     """Create a named slot with a size limit; pinned slots open every context."""
     return await app_of(ctx).slots.create(
-        project_of(ctx, project), name, content=content, size_limit=size_limit, pinned=pinned,
+        await project_of(ctx, project), name, content=content, size_limit=size_limit, pinned=pinned,
         description=description, scope=scope,
     )  # fmt: skip
 
@@ -61,7 +62,7 @@ async def memory_slot_append(
     project: Project = None,
 ) -> SlotResult:
     """Append to a slot; refused (nothing changed) if it would pass the size limit."""
-    return await app_of(ctx).slots.append(project_of(ctx, project), name, text, separator=separator, scope=scope)
+    return await app_of(ctx).slots.append(await project_of(ctx, project), name, text, separator=separator, scope=scope)
 
 
 async def memory_slot_replace(
@@ -81,14 +82,14 @@ async def memory_slot_replace(
 ) -> SlotResult:
     """Rewrite a slot's content (or one passage of it) and/or its limit, pin and description."""
     return await app_of(ctx).slots.replace(
-        project_of(ctx, project), name, content=content, old=old, size_limit=size_limit, pinned=pinned,
+        await project_of(ctx, project), name, content=content, old=old, size_limit=size_limit, pinned=pinned,
         description=description, scope=scope,
     )  # fmt: skip
 
 
 async def memory_slot_delete(ctx: Ctx, name: Name, scope: Scope = None, project: Project = None) -> SlotDeleted:
     """Delete a slot and its content."""
-    return await app_of(ctx).slots.delete(project_of(ctx, project), name, scope)
+    return await app_of(ctx).slots.delete(await project_of(ctx, project), name, scope)
 
 
 def slots_tools() -> list[Tool]:

@@ -1,0 +1,77 @@
+"""Bearer tokens for the HTTP transports, checked through the SDK's token-verifier hook.
+
+A token may be bound to a project (and an agent id): calls made with it act in that project and
+can never name another. Tokens come from `--auth-token` / `MCP_MEMORY_AUTH_TOKEN` (unbound) and
+from `--auth-token-file`, one per line: `TOKEN [PROJECT [AGENT_ID]]`, `#` starting a comment.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+from dataclasses import dataclass
+from pathlib import Path
+
+from mcp.server.auth.provider import AccessToken
+
+from mcp_memory.config import Settings
+
+MIN_TOKEN_LENGTH = 16
+
+
+@dataclass(frozen=True, slots=True)
+class Grant:
+    """What one token allows: any project (None) or one, acting as an agent id or not."""
+
+    token: str
+    project: str | None = None
+    agent_id: str | None = None
+
+
+def load_grants(settings: Settings) -> list[Grant]:
+    """Every configured token; raises ValueError naming the file and line of a bad entry."""
+    grants = []
+    if settings.auth_token is not None:
+        grants.append(Grant(settings.auth_token.get_secret_value()))
+    if settings.auth_token_file is not None:
+        path: Path = settings.auth_token_file
+        try:
+            lines = path.read_text().splitlines()
+        except OSError as exc:
+            raise ValueError(f"--auth-token-file: cannot read {path}: {exc.strerror}") from None
+        for number, line in enumerate(lines, 1):
+            fields = line.split("#", 1)[0].split()
+            if not fields:
+                continue
+            if len(fields) > 3:
+                raise ValueError(f"{path}:{number}: expected TOKEN [PROJECT [AGENT_ID]]")
+            grants.append(Grant(*fields))
+    for grant in grants:
+        if len(grant.token) < MIN_TOKEN_LENGTH:
+            raise ValueError(f"a bearer token must be at least {MIN_TOKEN_LENGTH} characters")
+    return grants
+
+
+class StaticTokenVerifier:
+    """The SDK `TokenVerifier` for configured tokens; the comparison is timing-safe."""
+
+    def __init__(self, grants: list[Grant]) -> None:
+        self._grants = [(grant.token.encode(), grant) for grant in grants]
+
+    async def verify_token(self, token: str) -> AccessToken | None:
+        """The access a token grants, or None for an unknown token."""
+        offered = token.encode()
+        found = None
+        for secret, grant in self._grants:
+            # Compare with every token (no early exit), so timing says nothing about which matched.
+            if hmac.compare_digest(secret, offered):
+                found = grant
+        if found is None:
+            return None
+        return AccessToken(
+            token=token,
+            # Each token its own principal, so the SDK never lets one token use another's session.
+            client_id=found.agent_id or "token-" + hashlib.sha256(found.token.encode()).hexdigest()[:16],
+            scopes=[],
+            claims={"project": found.project, "agent_id": found.agent_id},
+        )

@@ -1,0 +1,273 @@
+"""Running the server: stdio for local clients, SSE and streamable HTTP for remote ones.
+
+HTTP: bearer-token auth through the SDK's token-verifier hook, Host/Origin validation (DNS
+rebinding protection) with allow-lists derived from the bind address, a request body limit,
+`/healthz` (liveness, no auth) and `/readyz` (database reachable, index built). Refuses to serve
+a non-loopback address without a token unless `--insecure`. SIGTERM/SIGINT let in-flight calls
+finish and close the database; a stdio server also exits when stdin closes or its parent dies.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import codecs
+import ipaddress
+import logging
+import os
+import signal
+import sys
+import threading
+from collections.abc import AsyncIterator, Callable
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from types import FrameType
+from typing import Any
+
+import anyio
+import uvicorn
+from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
+from mcp.server.mcpserver import MCPServer
+from mcp.server.stdio import stdio_server
+from mcp.server.transport_security import TransportSecuritySettings
+from mcp_types import CallToolResult, TextContent
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
+
+from mcp_memory import __version__
+from mcp_memory.auth import load_grants
+from mcp_memory.config import Settings
+from mcp_memory.context import AppContext
+from mcp_memory.server import SharedApp, build_server
+
+logger = logging.getLogger(__name__)
+
+WILDCARD = ("0.0.0.0", "::", "")
+GRACE_S = 10.0
+PARENT_POLL_S = 1.0
+
+
+class CallTracker:
+    """Counts calls in flight, so a shutdown can wait for them; middleware for the MCP server."""
+
+    def __init__(self) -> None:
+        self.active = 0
+        self.closing = False
+        self._idle = anyio.Event()
+        self._idle.set()
+
+    async def __call__(self, ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> HandlerResult:
+        if ctx.request_id is None:  # a notification, not a call
+            return await call_next(ctx)
+        if self.closing and ctx.method == "tools/call":
+            text = "Error: the server is shutting down; retry in a moment"
+            return CallToolResult(content=[TextContent(type="text", text=text)], is_error=True)
+        self.active += 1
+        if self._idle.is_set():
+            self._idle = anyio.Event()
+        try:
+            return await call_next(ctx)
+        finally:
+            self.active -= 1
+            if self.active == 0:
+                self._idle.set()
+
+    async def idle(self) -> None:
+        """Return once no call is in flight."""
+        await self._idle.wait()
+
+
+def is_loopback(host: str) -> bool:
+    """Whether `host` names this machine only (localhost, 127.0.0.0/8, ::1)."""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+class _StdinLines:
+    """Lines of stdin read by a daemon thread, so that stopping never waits on a blocked read.
+
+    The SDK reads stdin in an anyio worker thread, which cancellation cannot interrupt: a server
+    whose parent died (or that got SIGTERM) with stdin still open would never exit.
+    """
+
+    def __init__(self) -> None:
+        self._send, self._receive = anyio.create_memory_object_stream[str](64)
+        self._token = anyio.lowlevel.current_token()
+        self._fd = sys.stdin.fileno()
+        threading.Thread(target=self._pump, name="mcp-memory-stdin", daemon=True).start()
+
+    def _pump(self) -> None:
+        # Raw os.read, not sys.stdin: a daemon thread blocked inside a buffered reader at exit
+        # makes the interpreter abort ("could not acquire lock ... at interpreter shutdown").
+        decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+        pending = ""
+        try:
+            while chunk := os.read(self._fd, 65536):
+                pending += decoder.decode(chunk)
+                *lines, pending = pending.split("\n")
+                for line in lines:
+                    anyio.from_thread.run(self._send.send, line + "\n", token=self._token)
+            if pending.strip():
+                anyio.from_thread.run(self._send.send, pending, token=self._token)
+            anyio.from_thread.run_sync(self._send.close, token=self._token)
+        except Exception:  # the event loop is gone: the server is shutting down anyway
+            return
+
+    def __aiter__(self) -> _StdinLines:
+        return self
+
+    async def __anext__(self) -> str:
+        try:
+            return await self._receive.receive()
+        except anyio.EndOfStream:
+            raise StopAsyncIteration from None
+
+
+class _DrainingServer(uvicorn.Server):
+    """uvicorn, but SIGTERM/SIGINT first let the calls in flight finish (up to a grace period)."""
+
+    def __init__(self, config: uvicorn.Config, tracker: CallTracker) -> None:
+        super().__init__(config)
+        self._tracker = tracker
+        self._draining = False
+
+    def handle_exit(self, sig: int, frame: FrameType | None) -> None:
+        if self._draining or self._tracker.active == 0:
+            self._stop(sig, frame)
+            return
+        self._draining = True
+        self._tracker.closing = True
+        logger.info("received %s; finishing %d call(s) in flight", signal.Signals(sig).name, self._tracker.active)
+        asyncio.get_running_loop().create_task(self._drain(sig, frame))
+
+    async def _drain(self, sig: int, frame: FrameType | None) -> None:
+        with anyio.move_on_after(GRACE_S):
+            await self._tracker.idle()
+        self._stop(sig, frame)
+
+    def _stop(self, sig: int, frame: FrameType | None) -> None:
+        super().handle_exit(sig, frame)
+        # uvicorn re-raises the signal after shutting down, which would end the process with
+        # -15 instead of 0; a clean, finished shutdown is a success.
+        self._captured_signals.clear()
+
+
+def serve(settings: Settings) -> int:
+    """Run the server the settings describe until it is stopped; returns the exit status."""
+    shared = SharedApp(settings)
+    tracker = CallTracker()
+    if settings.transport == "stdio":
+        server = build_server(settings, shared=shared, middleware=[tracker])
+        anyio.run(_run_stdio, server, tracker)
+        return 0
+    grants = load_grants(settings)
+    if not is_loopback(settings.host) and not grants and not settings.insecure:
+        raise ValueError(
+            f"--host {settings.host}: refusing to serve a non-loopback address without a token; set "
+            "MCP_MEMORY_AUTH_TOKEN (or --auth-token-file), or pass --insecure to accept the risk"
+        )
+    server = build_server(settings, shared=shared, middleware=[tracker], grants=grants)
+    app = http_app(server, settings, shared)
+    config = uvicorn.Config(
+        app,
+        host=settings.host,
+        port=settings.port,
+        log_level=settings.log_level.lower(),
+        timeout_graceful_shutdown=int(GRACE_S),
+        lifespan="on",
+    )
+    anyio.run(_DrainingServer(config, tracker).serve)
+    return 0
+
+
+def transport_security(settings: Settings) -> TransportSecuritySettings:
+    """Host/Origin allow-lists: loopback names always, the bind address, and what was configured."""
+    if settings.host in WILDCARD and not settings.allowed_hosts:
+        raise ValueError(
+            f"--host {settings.host or '(all)'}: name the Host values clients will use with --allowed-hosts "
+            "(e.g. memory.example.com:*), so DNS-rebinding protection can stay on"
+        )
+    hosts = ["127.0.0.1:*", "localhost:*", "[::1]:*"]
+    if settings.host not in ("127.0.0.1", "localhost", "::1") and settings.host not in WILDCARD:
+        hosts.append(f"[{settings.host}]:*" if ":" in settings.host else f"{settings.host}:*")
+    hosts += settings.allowed_hosts
+    origins = [f"{scheme}://{host}" for host in hosts for scheme in ("http", "https")]
+    return TransportSecuritySettings(
+        enable_dns_rebinding_protection=True,
+        allowed_hosts=list(dict.fromkeys(hosts)),
+        allowed_origins=list(dict.fromkeys([*origins, *settings.allowed_origins])),
+    )
+
+
+def http_app(server: MCPServer[AppContext], settings: Settings, shared: SharedApp) -> Starlette:
+    """The ASGI app of an HTTP transport, holding the application open for its whole life."""
+    security = transport_security(settings)
+
+    async def healthz(_: Request) -> Response:
+        return JSONResponse({"status": "ok", "version": __version__})
+
+    async def readyz(_: Request) -> Response:
+        ready = await shared.ready()
+        return JSONResponse({"status": "ready" if ready else "starting"}, status_code=200 if ready else 503)
+
+    if settings.transport == "sse":
+        app = server.sse_app(
+            transport_security=security, host=settings.host, max_request_body_size=settings.max_request_bytes
+        )
+    else:
+        app = server.streamable_http_app(
+            transport_security=security, host=settings.host, max_request_body_size=settings.max_request_bytes
+        )
+    # Health routes carry no auth and skip Host/Origin checks: they reveal only liveness and version.
+    app.router.routes[:0] = [
+        Route("/healthz", healthz, methods=["GET"], include_in_schema=False),
+        Route("/readyz", readyz, methods=["GET"], include_in_schema=False),
+    ]
+    inner: Callable[[Starlette], AbstractAsyncContextManager[Any]] = app.router.lifespan_context
+
+    @asynccontextmanager
+    async def lifespan(asgi: Starlette) -> AsyncIterator[None]:
+        # Open the database and build the index at start-up, not on the first connection
+        # (SSE enters the server lifespan per connection), and close them last at shutdown.
+        async with shared.use(), inner(asgi):
+            yield
+
+    app.router.lifespan_context = lifespan
+    return app
+
+
+async def _run_stdio(server: MCPServer[AppContext], tracker: CallTracker) -> None:
+    lowlevel = server._lowlevel_server  # the SDK's run_stdio_async offers no way to pass our stdin
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(_watch_parent, tg.cancel_scope.cancel)
+        tg.start_soon(_watch_signals, tracker, tg.cancel_scope.cancel)
+        async with stdio_server(stdin=_StdinLines()) as (read_stream, write_stream):  # type: ignore[arg-type]
+            await lowlevel.run(read_stream, write_stream, lowlevel.create_initialization_options())
+        tg.cancel_scope.cancel()  # stdin closed
+
+
+async def _watch_parent(stop: Callable[[], None]) -> None:
+    """Stop when the process that spawned us is gone (we were re-parented)."""
+    parent = os.getppid()
+    while os.getppid() == parent:  # noqa: ASYNC110 - nothing signals a parent's death; polling is the way
+        await anyio.sleep(PARENT_POLL_S)
+    logger.info("parent process %d is gone; shutting down", parent)
+    stop()
+
+
+async def _watch_signals(tracker: CallTracker, stop: Callable[[], None]) -> None:
+    """On SIGTERM/SIGINT let the calls in flight finish (up to a grace period), then stop."""
+    with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
+        async for received in signals:
+            logger.info("received %s; finishing %d call(s) in flight", signal.Signals(received).name, tracker.active)
+            tracker.closing = True
+            with anyio.move_on_after(GRACE_S) as waited:
+                await tracker.idle()
+            if waited.cancelled_caught:
+                logger.warning("calls still running after %.0f s; stopping anyway", GRACE_S)
+            stop()
+            return
