@@ -74,11 +74,26 @@ class Settings(BaseModel):
     observation_cap: int = Field(
         500, ge=10, description="Observations kept per session; older low-value ones fold into the summary."
     )
-    bm25_k1: float = Field(1.5, gt=0, description="BM25 term-frequency saturation (rank-bm25 default 1.5).")
-    bm25_b: float = Field(0.75, ge=0, le=1, description="BM25 length normalisation (rank-bm25 default 0.75).")
+    bm25_k1: float = Field(1.2, gt=0, description="BM25 term-frequency saturation (chosen on the LoCoMo dev set).")
+    bm25_b: float = Field(0.4, ge=0, le=1, description="BM25 length normalisation (chosen on the LoCoMo dev set).")
     bm25_epsilon: float = Field(
         0.25, ge=0, description="Floor for very common terms, as a share of the mean idf (rank-bm25)."
     )
+    context_before: float = Field(
+        0.4, ge=0, le=2, description="Share of the scores of the records just before a record that it collects."
+    )
+    context_after: float = Field(
+        0.2, ge=0, le=2, description="Share of the scores of the records just after a record that it collects."
+    )
+    context_window: int = Field(2, ge=0, le=5, description="How many neighbours on each side lend their scores.")
+    session_boost: float = Field(
+        0.4, ge=0, le=2, description="Share of its session's best score that every record of the session gets."
+    )
+    importance_boost: float = Field(
+        0.1, ge=0, le=1, description="Most a record's importance moves its score (± half this share)."
+    )
+    recency_boost: float = Field(0.05, ge=0, le=1, description="Most a record's recency adds to its score.")
+    recency_half_life_days: float = Field(30.0, gt=0, description="Age at which the recency boost has halved.")
     synchronous: Literal["normal", "full"] = Field(
         "full",
         description="SQLite fsync policy: full survives power loss; normal survives process crashes only.",

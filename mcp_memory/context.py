@@ -14,6 +14,7 @@ from mcp_memory.privacy import PrivacyFilter
 from mcp_memory.search.analyzer import Analyzer
 from mcp_memory.search.bm25 import BM25Params
 from mcp_memory.search.index import SearchIndex
+from mcp_memory.search.ranking import RankParams
 from mcp_memory.services.actions import ActionService
 from mcp_memory.services.common import Deps
 from mcp_memory.services.consolidate import ConsolidateService
@@ -66,7 +67,16 @@ async def open_app(settings: Settings, clock: Clock = system_clock) -> AsyncIter
     """Open the database, rebuild the index from it, wire the services; close everything at exit."""
     db = await Database.open(settings.db, busy_timeout_ms=settings.busy_timeout_ms, synchronous=settings.synchronous)
     try:
-        index = SearchIndex(Analyzer(), BM25Params(settings.bm25_k1, settings.bm25_b, settings.bm25_epsilon))
+        rank = RankParams(
+            before=settings.context_before,
+            after=settings.context_after,
+            window=settings.context_window,
+            session=settings.session_boost,
+            importance=settings.importance_boost,
+            recency=settings.recency_boost,
+            half_life_days=settings.recency_half_life_days,
+        )
+        index = SearchIndex(Analyzer(), BM25Params(settings.bm25_k1, settings.bm25_b, settings.bm25_epsilon), rank)
         indexer = Indexer(index)
         deps = Deps(settings=settings, db=db, index=index, indexer=indexer, privacy=PrivacyFilter(), clock=clock)
         episodic = EpisodicService(deps)

@@ -224,8 +224,25 @@ _V1_FOUNDATION = [
     )""",
 ]
 
+_V2_RANKING_AND_VECTORS = [
+    # Where an episodic record sits in its session and how important it is: ranking uses both.
+    "ALTER TABLE search_docs ADD COLUMN seq INTEGER NOT NULL DEFAULT 0",
+    "ALTER TABLE search_docs ADD COLUMN weight REAL NOT NULL DEFAULT 0.5",
+    # Optional embedding vectors (float32 blobs), one per indexed record: which model made it,
+    # and a digest of the text it was made from, so a changed record or model is re-embedded.
+    """CREATE TABLE embeddings (
+        doc_id     TEXT PRIMARY KEY,
+        model      TEXT NOT NULL,
+        dim        INTEGER NOT NULL,
+        digest     TEXT NOT NULL,
+        vector     BLOB NOT NULL,
+        created_at TEXT NOT NULL
+    )""",
+]
+
 MIGRATIONS: list[tuple[int, str, list[str]]] = [
     (1, "foundation: every table of the product reference", _V1_FOUNDATION),
+    (2, "ranking attributes on stored terms; embedding vectors", _V2_RANKING_AND_VECTORS),
 ]
 
 

@@ -12,7 +12,8 @@ from hypothesis import strategies as st
 from rank_bm25 import BM25Okapi
 
 from mcp_memory.search.analyzer import Analyzer
-from mcp_memory.search.bm25 import BM25Params, Columns, DocAttrs, Filter, Partition, encode_terms
+from mcp_memory.search.bm25 import BM25Params, Partition, encode_terms
+from mcp_memory.search.docstore import Columns, DocAttrs, Filter
 from mcp_memory.search.index import IndexDoc, SearchFilter, SearchIndex
 
 TEXTS = [
@@ -152,6 +153,8 @@ def test_incremental_updates_equal_a_rebuild(ops: list[tuple[str, int, list[int]
             subtypes=np.zeros(n, dtype=np.int32),
             sessions=np.zeros(n, dtype=np.int32),
             ats=np.array([float(key[1:]) for key in docs], dtype=np.float64),
+            seqs=np.zeros(n, dtype=np.int32),
+            weights=np.full(n, 0.5),
         )
     )
     assert live.n_docs == rebuilt.n_docs == len(docs)

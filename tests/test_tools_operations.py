@@ -12,6 +12,7 @@ import pytest
 from mcp import Client
 
 from mcp_memory.config import Settings
+from mcp_memory.migrations import MIGRATIONS
 from mcp_memory.server import build_server
 from tests.conftest import FakeClock, call, call_error
 
@@ -77,7 +78,7 @@ async def exported(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[di
 async def test_diagnose_on_an_empty_database(client: Client, settings: Settings) -> None:
     diagnosis = await call(client, "memory_diagnose")
 
-    assert diagnosis["schema_version"] == 1
+    assert diagnosis["schema_version"] == MIGRATIONS[-1][0] == 2
     assert diagnosis["integrity_ok"] is True
     assert diagnosis["integrity"] == ["ok"]
     assert diagnosis["db_path"] == str(settings.db)
@@ -129,7 +130,7 @@ async def test_export_document_shape(client: Client, clock: FakeClock) -> None:
 
     assert document["format"] == "mcp-memory-export"
     assert document["format_version"] == 1
-    assert document["schema_version"] == 1
+    assert document["schema_version"] == MIGRATIONS[-1][0]
     assert document["projects"] == ["test"]
     assert result["path"] is None
     assert result["counts"]["observations"] == 3

@@ -35,21 +35,12 @@ class SearchDocRepository(Repository):
 
     async def put(self, doc: IndexDoc, analyzer: int) -> None:
         await self.conn.execute(
-            "INSERT INTO search_docs (doc_id, kind, subtype, project, session_id, at, length, terms, analyzer) "
-            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (doc_id) DO UPDATE SET kind = excluded.kind, "
-            "subtype = excluded.subtype, project = excluded.project, session_id = excluded.session_id, "
-            "at = excluded.at, length = excluded.length, terms = excluded.terms, analyzer = excluded.analyzer",
-            (
-                doc.doc_id,
-                doc.kind,
-                doc.subtype,
-                doc.project,
-                doc.session_id,
-                doc.at,
-                doc.length,
-                doc.terms,
-                analyzer,
-            ),
+            "INSERT INTO search_docs (doc_id, kind, subtype, project, session_id, at, length, terms, seq, weight, "
+            "analyzer) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (doc_id) DO UPDATE SET "
+            "kind = excluded.kind, subtype = excluded.subtype, project = excluded.project, "
+            "session_id = excluded.session_id, at = excluded.at, length = excluded.length, terms = excluded.terms, "
+            "seq = excluded.seq, weight = excluded.weight, analyzer = excluded.analyzer",
+            (*doc, analyzer),
         )
 
     async def delete(self, doc_ids: Sequence[str]) -> None:
@@ -63,7 +54,8 @@ class SearchDocRepository(Repository):
 
     async def all_docs(self) -> list[IndexDoc]:
         rows = await self.conn.fetchall(
-            "SELECT doc_id, kind, subtype, project, session_id, at, length, terms FROM search_docs ORDER BY rowid"
+            "SELECT doc_id, kind, subtype, project, session_id, at, length, terms, seq, weight "
+            "FROM search_docs ORDER BY rowid"
         )
         return [IndexDoc._make(r) for r in rows]
 
@@ -72,7 +64,7 @@ class SearchDocRepository(Repository):
         for start in range(0, len(doc_ids), _CHUNK):
             chunk = doc_ids[start : start + _CHUNK]
             rows = await self.conn.fetchall(
-                "SELECT doc_id, kind, subtype, project, session_id, at, length, terms FROM search_docs "
+                "SELECT doc_id, kind, subtype, project, session_id, at, length, terms, seq, weight FROM search_docs "
                 f"WHERE doc_id IN ({placeholders(len(chunk))})",
                 chunk,
             )

@@ -17,13 +17,15 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
+from mcp_memory.search.docstore import Columns, DocAttrs, DocStore, Filter, IntArray
+from mcp_memory.search.ranking import RankParams, boosted, with_context
+
 TERM_DTYPE = np.dtype([("t", "<i4"), ("f", "<u2")])
 """Stored form of a document's terms: (term id, count) pairs, 6 bytes each."""
 
 MAX_TF = 65_535
 
 FloatArray = npt.NDArray[np.float64]
-IntArray = npt.NDArray[np.int32]
 
 
 @dataclass(frozen=True, slots=True)
@@ -33,27 +35,6 @@ class BM25Params:
     k1: float = 1.5
     b: float = 0.75
     epsilon: float = 0.25
-
-
-@dataclass(frozen=True, slots=True)
-class DocAttrs:
-    """What filters look at: small integer codes chosen by the caller, and a time in epoch seconds."""
-
-    kind: int
-    subtype: int
-    session: int
-    at: float
-
-
-@dataclass(frozen=True, slots=True)
-class Filter:
-    """Restrictions applied to candidates before ranking (None means no restriction)."""
-
-    kinds: frozenset[int] | None = None
-    subtypes: frozenset[int] | None = None
-    session: int | None = None
-    since: float | None = None
-    until: float | None = None
 
 
 def encode_terms(counts: Iterable[tuple[int, int]]) -> bytes:
@@ -97,31 +78,8 @@ class _Postings:
         return len(self.docs) + len(self.pending or ())
 
 
-@dataclass(frozen=True, slots=True)
-class Columns:
-    """A batch of documents as columns, for a vectorised bulk load."""
-
-    keys: list[str]
-    blobs: list[bytes]
-    lengths: npt.NDArray[np.float64]
-    kinds: npt.NDArray[np.int32]
-    subtypes: npt.NDArray[np.int32]
-    sessions: npt.NDArray[np.int32]
-    ats: npt.NDArray[np.float64]
-
-
 _EMPTY_DOCS: IntArray = np.empty(0, dtype=np.int32)
 _EMPTY_TFS: npt.NDArray[np.uint16] = np.empty(0, dtype=np.uint16)
-
-
-def _one_of(values: IntArray, codes: frozenset[int]) -> npt.NDArray[np.bool_]:
-    """values ∈ codes; a few equality tests beat np.isin for the handful of codes filters use."""
-    if len(codes) > 4:
-        return np.isin(values, list(codes))
-    hit = np.zeros(len(values), dtype=bool)
-    for code in codes:
-        hit |= values == code
-    return hit
 
 
 def _group_by_term(
@@ -141,23 +99,16 @@ def _group_by_term(
     return (key >> 40).astype(np.int32), ((key >> 16) & 0xFFFFFF).astype(np.int32), (key & 0xFFFF).astype(np.uint16)
 
 
-class Partition:
+class Partition(DocStore):
     """One project's BM25 model: its own N, lengths and document frequencies."""
 
-    def __init__(self, params: BM25Params) -> None:
+    def __init__(self, params: BM25Params, rank: RankParams | None = None) -> None:
         self.params = params
+        self.rank = rank or RankParams()
         self._reset()
 
     def _reset(self) -> None:
-        self.keys: list[str | None] = []
-        self.local: dict[str, int] = {}
-        self.blobs: list[bytes | None] = []
-        self._dl = np.zeros(16, dtype=np.float64)
-        self._alive = np.zeros(16, dtype=bool)
-        self._kind = np.zeros(16, dtype=np.int32)
-        self._subtype = np.zeros(16, dtype=np.int32)
-        self._session = np.zeros(16, dtype=np.int32)
-        self._at = np.zeros(16, dtype=np.float64)
+        self._reset_docs()
         self.n_docs = 0
         self.total_len = 0
         self.df: dict[int, int] = {}
@@ -185,6 +136,8 @@ class Partition:
         self.blobs.append(blob)
         self.local[key] = i
         self._set_attrs(i, length, attrs)
+        if attrs.seq > 0 and attrs.session:
+            self._link(i, attrs.session, attrs.seq)
         terms = decode_terms(blob)
         for t, f in zip(terms["t"].tolist(), terms["f"].tolist(), strict=True):
             self._writable_postings(t).append(i, f)
@@ -205,6 +158,7 @@ class Partition:
                 self._postings.pop(t, None)
                 self._base_span.pop(t, None)
         self._alive[i] = False
+        self._unlink(i)
         self.keys[i] = None
         self.blobs[i] = None
         self.n_docs -= 1
@@ -219,15 +173,7 @@ class Partition:
         """Replace the whole partition from stored documents, building postings vectorised."""
         self._reset()
         count = len(columns.keys)
-        self._grow(count)
-        self.keys, self.blobs = list(columns.keys), list(columns.blobs)
-        self.local = {key: i for i, key in enumerate(columns.keys)}
-        self._dl[:count] = columns.lengths
-        self._alive[:count] = True
-        self._kind[:count] = columns.kinds
-        self._subtype[:count] = columns.subtypes
-        self._session[:count] = columns.sessions
-        self._at[:count] = columns.ats
+        self._load_docs(columns)
         self.n_docs = count
         self.total_len = int(self._dl[:count].sum())
         sizes = np.fromiter((len(b) // TERM_DTYPE.itemsize for b in columns.blobs), dtype=np.int64, count=count)
@@ -254,6 +200,8 @@ class Partition:
                 subtypes=self._subtype[live].copy(),
                 sessions=self._session[live].copy(),
                 ats=self._at[live].copy(),
+                seqs=self._seq[live].copy(),
+                weights=self._weight[live].copy(),
             )
         )
 
@@ -313,19 +261,28 @@ class Partition:
         candidates = np.flatnonzero(acc > 0).astype(np.int32)
         return candidates[self._alive[candidates]], acc
 
-    def search(self, query: Sequence[int], flt: Filter, limit: int) -> list[tuple[str, float, float]]:
+    def search(
+        self, query: Sequence[int], flt: Filter, limit: int, now: float | None = None
+    ) -> list[tuple[str, float, float]]:
         """Top `limit` (key, score, at) among live documents passing the filter, best first.
 
-        Documents with a positive Okapi score come first, by score. When there are fewer than
-        `limit` of them, documents that contain query terms but score <= 0 (in tiny corpora every
-        idf can be negative) follow with score 0.0, by how many query terms they contain. Ties go
-        to the newer document, then the key.
+        Documents scoring above zero come first: their Okapi score plus context and session
+        evidence, with the importance and recency boosts (search/ranking.py). When there are
+        fewer than `limit` of them, documents that contain query terms but score <= 0 (in tiny
+        corpora every idf can be negative) follow with score 0.0, by how many query terms they
+        contain. Ties go to the newer document, then the key.
         """
         if self.n_docs == 0:
             return []
-        docs, acc = self._positives(query)
-        docs = docs[self._mask(docs, flt)]
-        ranked = self._top(docs, acc[docs], limit)
+        hits, acc = self._positives(query)
+        n = len(self.keys)
+        docs, scores = with_context(
+            acc, hits, self._prev[:n], self._next[:n], self._session[:n], self._seq[:n], self.rank
+        )
+        keep = self._alive[docs] & self._mask(docs, flt)
+        docs, scores = docs[keep], scores[keep]
+        scores = boosted(scores, self._weight[docs], self._at[docs], now, self.rank)
+        ranked = self._top(docs[scores > 0], scores[scores > 0], limit)
         if len(ranked) < limit:
             acc, matched = self._accumulate(query, with_matched=True)
             assert matched is not None
@@ -352,19 +309,6 @@ class Partition:
         )
         return [(k, score, at) for score, at, k in order[:limit]]
 
-    def filtered_keys(self, flt: Filter) -> list[str]:
-        """Keys of every live document passing the filter (no ranking), newest first."""
-        docs = np.flatnonzero(self._alive[: len(self.keys)]).astype(np.int32)
-        docs = docs[self._mask(docs, flt)]
-        order = np.argsort(-self._at[docs], kind="stable")
-        return [self.keys[i] or "" for i in docs[order].tolist()]
-
-    def kind_counts(self) -> dict[int, int]:
-        """Live documents per kind code."""
-        live = self._kind[: len(self.keys)][self._alive[: len(self.keys)]]
-        codes, counts = np.unique(live, return_counts=True)
-        return dict(zip(codes.tolist(), counts.tolist(), strict=True))
-
     def terms_of(self, key: str) -> npt.NDArray[np.int32] | None:
         """Term ids of a live document, or None."""
         i = self.local.get(key)
@@ -385,11 +329,6 @@ class Partition:
         docs = np.unique(np.concatenate(arrays))
         return [self.keys[i] or "" for i in docs.tolist()]
 
-    def attrs_of(self, key: str) -> DocAttrs | None:
-        """The filter attributes of a live document, or None."""
-        i = self.local.get(key)
-        return None if i is None else self._attrs(i)
-
     @property
     def posting_count(self) -> int:
         """Stored postings including dead ones (a memory figure for diagnostics)."""
@@ -397,20 +336,6 @@ class Partition:
         return settled + sum(len(p) for p in self._postings.values())
 
     # -- internals --------------------------------------------------------------------------------
-
-    def _mask(self, docs: IntArray, flt: Filter) -> npt.NDArray[np.bool_]:
-        keep = np.ones(len(docs), dtype=bool)
-        if flt.kinds is not None:
-            keep &= _one_of(self._kind[docs], flt.kinds)
-        if flt.subtypes is not None:
-            keep &= _one_of(self._subtype[docs], flt.subtypes)
-        if flt.session is not None:
-            keep &= self._session[docs] == flt.session
-        if flt.since is not None:
-            keep &= self._at[docs] >= flt.since
-        if flt.until is not None:
-            keep &= self._at[docs] <= flt.until
-        return keep
 
     def _average_idf(self) -> float:
         # Every term's idf moves whenever N does; summing over the histogram of document
@@ -454,29 +379,3 @@ class Partition:
         else:
             self.df.pop(term, None)
         return new
-
-    def _allocate(self) -> int:
-        i = len(self.keys)
-        if i >= len(self._dl):
-            self._grow(max(16, 2 * i))
-        return i
-
-    def _grow(self, capacity: int) -> None:
-        if capacity <= len(self._dl):
-            return
-        for name in ("_dl", "_alive", "_kind", "_subtype", "_session", "_at"):
-            old = getattr(self, name)
-            new = np.zeros(capacity, dtype=old.dtype)
-            new[: len(old)] = old
-            setattr(self, name, new)
-
-    def _set_attrs(self, i: int, length: int, attrs: DocAttrs) -> None:
-        self._dl[i] = length
-        self._alive[i] = True
-        self._kind[i] = attrs.kind
-        self._subtype[i] = attrs.subtype
-        self._session[i] = attrs.session
-        self._at[i] = attrs.at
-
-    def _attrs(self, i: int) -> DocAttrs:
-        return DocAttrs(int(self._kind[i]), int(self._subtype[i]), int(self._session[i]), float(self._at[i]))

@@ -10,12 +10,16 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import NamedTuple
 
 import numpy as np
 
+from mcp_memory.search import dates
 from mcp_memory.search.analyzer import Analyzer
-from mcp_memory.search.bm25 import BM25Params, Columns, DocAttrs, Filter, Partition, encode_terms
+from mcp_memory.search.bm25 import BM25Params, Partition, encode_terms
+from mcp_memory.search.docstore import Columns, DocAttrs, Filter
+from mcp_memory.search.ranking import RankParams
 
 
 class IndexDoc(NamedTuple):
@@ -29,6 +33,8 @@ class IndexDoc(NamedTuple):
     at: float
     length: int
     terms: bytes
+    seq: int = 0
+    weight: float = 0.5
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,10 +82,12 @@ class _Codes:
 class SearchIndex:
     """BM25 partitions by project, the term vocabulary, and the analyzer used for queries."""
 
-    def __init__(self, analyzer: Analyzer, params: BM25Params) -> None:
+    def __init__(self, analyzer: Analyzer, params: BM25Params, rank: RankParams | None = None) -> None:
         self.analyzer = analyzer
         self.params = params
+        self.rank = rank or RankParams()
         self.vocab: dict[str, int] = {}
+        self._date_terms: set[int] = set()  # ids of date tokens, which say when, not what
         self._partitions: dict[str, Partition] = {}
         self._where: dict[str, str] = {}
         self._kinds = _Codes()
@@ -91,14 +99,27 @@ class SearchIndex:
     def learn_terms(self, terms: Mapping[str, int]) -> None:
         """Add committed (term -> id) pairs to the vocabulary cache."""
         self.vocab.update(terms)
+        self._date_terms.update(tid for term, tid in terms.items() if term.startswith(dates.PREFIX))
+
+    def set_vocabulary(self, terms: Mapping[str, int]) -> None:
+        """Replace the vocabulary cache with the complete committed vocabulary."""
+        self.vocab = {}
+        self._date_terms = set()
+        self.learn_terms(terms)
 
     def pack(self, counts: Mapping[str, int], ids: Mapping[str, int]) -> bytes:
         """Packed (term id, count) blob for a document whose terms all have ids in `ids`."""
         return encode_terms((ids[term], count) for term, count in counts.items())
 
-    def query_terms(self, text: str) -> list[int]:
-        """Known term ids of a query, repeats kept (as rank-bm25 scores repeated query words)."""
-        return [tid for term in self.analyzer.terms(text) if (tid := self.vocab.get(term)) is not None]
+    def query_terms(self, text: str, now: float | None = None) -> list[int]:
+        """Known term ids of a query, repeats kept (as rank-bm25 scores repeated query words).
+
+        With `now`, the dates the query names (search/dates.py) join its terms.
+        """
+        terms = self.analyzer.terms(text)
+        if now is not None:
+            terms += dates.query_tokens(text, datetime.fromtimestamp(now, UTC))
+        return [tid for term in terms if (tid := self.vocab.get(term)) is not None]
 
     # -- documents --------------------------------------------------------------------------------
 
@@ -122,6 +143,8 @@ class SearchIndex:
                     subtypes=np.fromiter((subtype(d.subtype) for d in rows), dtype=np.int32, count=count),
                     sessions=np.fromiter((session(d.session_id) for d in rows), dtype=np.int32, count=count),
                     ats=np.fromiter((d.at for d in rows), dtype=np.float64, count=count),
+                    seqs=np.fromiter((d.seq for d in rows), dtype=np.int32, count=count),
+                    weights=np.fromiter((d.weight for d in rows), dtype=np.float64, count=count),
                 )
             )
 
@@ -143,20 +166,24 @@ class SearchIndex:
 
     # -- queries ----------------------------------------------------------------------------------
 
-    def search(self, project: str, query: str | Sequence[int], flt: SearchFilter, limit: int) -> list[Hit]:
-        """The best `limit` documents of `project` for `query` that pass `flt`, best first."""
+    def search(
+        self, project: str, query: str | Sequence[int], flt: SearchFilter, limit: int, now: float | None = None
+    ) -> list[Hit]:
+        """The best `limit` documents of `project` for `query` that pass `flt`, best first.
+
+        `now` (epoch seconds) enables the recency boost and resolves relative dates in the query.
+        """
         partition = self._partitions.get(project)
         if partition is None or limit <= 0:
             return []
-        terms = self.query_terms(query) if isinstance(query, str) else list(query)
+        terms = self.query_terms(query, now) if isinstance(query, str) else list(query)
         if not terms:
             return []
         low = self._low_filter(flt)
         if low is None:
             return []
-        return [
-            Hit(key, self._kind_of(partition, key), score, at) for key, score, at in partition.search(terms, low, limit)
-        ]
+        found = partition.search(terms, low, limit, now)
+        return [Hit(key, self._kind_of(partition, key), score, at) for key, score, at in found]
 
     def browse(self, project: str, flt: SearchFilter) -> list[str]:
         """Every indexed id of `project` passing `flt`, newest first (no query)."""
@@ -165,10 +192,10 @@ class SearchIndex:
         return [] if partition is None or low is None else partition.filtered_keys(low)
 
     def terms_of(self, doc_id: str) -> frozenset[int]:
-        """The set of term ids of an indexed document (empty if not indexed)."""
+        """The term ids of an indexed document's words, date tokens left out (empty if not indexed)."""
         project = self._where.get(doc_id)
         terms = None if project is None else self._partitions[project].terms_of(doc_id)
-        return frozenset() if terms is None else frozenset(terms.tolist())
+        return frozenset() if terms is None else frozenset(terms.tolist()) - self._date_terms
 
     def similar_candidates(self, project: str, terms: frozenset[int], min_share: float, flt: SearchFilter) -> set[str]:
         """Documents that could reach Jaccard > `min_share` with `terms` (prefix filtering).
@@ -218,7 +245,7 @@ class SearchIndex:
     def _partition(self, project: str) -> Partition:
         part = self._partitions.get(project)
         if part is None:
-            part = self._partitions[project] = Partition(self.params)
+            part = self._partitions[project] = Partition(self.params, self.rank)
         return part
 
     def _attrs(self, doc: IndexDoc) -> DocAttrs:
@@ -227,6 +254,8 @@ class SearchIndex:
             self._subtypes.code(doc.subtype),
             self._sessions.code(doc.session_id),
             doc.at,
+            doc.seq,
+            doc.weight,
         )
 
     def _kind_of(self, partition: Partition, key: str) -> str:

@@ -181,7 +181,9 @@ class ContextService(Service):
             repo = MemoryRepository(conn)
             memories = await repo.important(project, 10)
             if focus:
-                hits = self.deps.index.search(project, focus, SearchFilter(kinds=frozenset({"memory"})), 10)
+                hits = self.deps.index.search(
+                    project, focus, SearchFilter(kinds=frozenset({"memory"})), 10, now=self.now().timestamp()
+                )
                 memories = _unique(await repo.get_many([h.doc_id for h in hits], project) + memories)[:10]
         for m in memories:
             line = f"- [{m.kind}] {shorten(m.content, 300)} ({m.id})"

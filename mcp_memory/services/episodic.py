@@ -51,6 +51,9 @@ def observation_doc(obs: Observation) -> DocSpec:
         session_id=obs.session_id,
         at=obs.occurred_at or obs.created_at,
         fields=((content, 1), ("\n".join(extra), 1)),
+        seq=obs.seq,
+        weight=obs.importance,
+        dated=True,
     )
 
 
@@ -65,6 +68,8 @@ def session_doc(session: Session) -> DocSpec | None:
         session_id=session.id,
         at=session.last_activity_at,
         fields=((session.title or "", 1), (session.summary or "", 1), (session.folded_digest or "", 1)),
+        seq=-1,  # the session itself: a strong match lifts the session's records (search/ranking.py)
+        dated=True,
     )
 
 

@@ -17,6 +17,7 @@ from mcp_memory.clock import epoch
 from mcp_memory.db import Database, Tx
 from mcp_memory.repositories.meta import MetaRepository
 from mcp_memory.repositories.search_docs import SearchDocRepository
+from mcp_memory.search import dates
 from mcp_memory.search.analyzer import ANALYZER_VERSION
 from mcp_memory.search.index import IndexDoc, SearchIndex
 
@@ -37,6 +38,9 @@ class DocSpec:
     fields: Sequence[tuple[str, int]] = field(default_factory=tuple)
     subtype: str | None = None
     session_id: str | None = None
+    seq: int = 0  # position in the session, for records that are part of one (observations)
+    weight: float = 0.5  # importance, 0..1
+    dated: bool = False  # index the record's date and the dates its text points at
 
 
 DocSource = Callable[[Database], AsyncIterator[list[DocSpec]]]
@@ -73,6 +77,9 @@ class Indexer:
                 if text:
                     for term in analyzer.terms(text):
                         counts[term] += weight
+            if spec.dated:
+                text = "\n".join(text for text, _ in spec.fields)
+                counts.update(dates.record_tokens(text, epoch(spec.at)))
             counted.append((spec, counts))
         wanted = {t for _, counts in counted for t in counts}
         known = {t: self.index.vocab[t] for t in wanted if t in self.index.vocab}
@@ -91,6 +98,8 @@ class Indexer:
                 at=epoch(spec.at),
                 length=sum(counts.values()),
                 terms=self.index.pack(counts, ids),
+                seq=spec.seq,
+                weight=spec.weight,
             )
             await store.put(doc, ANALYZER_VERSION)
             docs.append(doc)
@@ -127,7 +136,7 @@ class Indexer:
             seen = await MetaRepository(conn).last_audit_seq()
             vocab = await store.vocabulary()
             docs = await store.all_docs()
-        self.index.vocab = vocab
+        self.index.set_vocabulary(vocab)
         self.index.load(docs)
         self._seen_seq = seen
         self._vocab_mark = max(vocab.values(), default=0)

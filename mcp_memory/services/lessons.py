@@ -255,8 +255,8 @@ class LessonService(Service):
         subtypes = frozenset(kinds) if kinds else None
         if query:
             hits = self.deps.index.search(
-                scope, query, SearchFilter(kinds=frozenset({"lesson"}), subtypes=subtypes), 200
-            )
+                scope, query, SearchFilter(kinds=frozenset({"lesson"}), subtypes=subtypes), 200, now=None
+            )  # confidence already carries a lesson's age
             relevance = {h.doc_id: h.score if h.score > 0 else 1e-3 / (rank + 1) for rank, h in enumerate(hits)}
             async with self.db.read() as conn:
                 lessons = await LessonRepository(conn).get_many(list(relevance), [scope])

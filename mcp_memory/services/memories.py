@@ -35,6 +35,8 @@ def memory_doc(mem: Memory) -> DocSpec:
         session_id=mem.session_id,
         at=mem.occurred_at or mem.created_at,
         fields=((memory_text(mem), 1),),
+        weight=mem.importance,
+        dated=True,
     )
 
 

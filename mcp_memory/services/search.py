@@ -52,7 +52,7 @@ class SearchService(Service):
             since=epoch_or_none(start),
             until=epoch_or_none(end),
         )
-        found = self.deps.index.search(project, query, flt, limit)
+        found = self.deps.index.search(project, query, flt, limit, now=self.now().timestamp())
         async with self.db.read(snapshot=False) as conn:  # hits are rendered one by one anyway
             if session_id is not None:
                 await SessionRepository(conn).get(session_id, project)
@@ -77,7 +77,9 @@ class SearchService(Service):
             raise InvalidInputError("kinds", f"must be among {sorted(SEARCHABLE_KINDS)}")
         async with self.db.read(snapshot=False) as conn:  # hits are rendered one by one anyway
             if query:
-                found = self.deps.index.search(project, query, SearchFilter(kinds=wanted), limit)
+                found = self.deps.index.search(
+                    project, query, SearchFilter(kinds=wanted), limit, now=self.now().timestamp()
+                )
                 result.hits = await self._render(conn, project, found)
             if ids:
                 await self._fetch(conn, project, list(dict.fromkeys(ids)), result)

@@ -1,0 +1,170 @@
+"""Dates as search terms: a record's own date, the dates its words point at, and dates in queries.
+
+Every dated record is indexed with tokens for its day, month and year (`@2023-05-08`, `@2023-05`,
+`@2023`). Relative phrases in its text ("yesterday", "last week", "two days ago", "last Friday")
+are resolved against the record's own date and indexed the same way, so "7 May 2023" finds a note
+written on 8 May that says "yesterday". Queries get the tokens of the dates they name, absolute
+("May 2023", "7 May 2023", "2023-05-07", "in 2023") or relative to now ("last week").
+"""
+
+from __future__ import annotations
+
+import re
+from datetime import UTC, date, datetime, timedelta
+
+PREFIX = "@"
+"""Every date token starts with this; the analyzer never produces it, so they cannot collide."""
+
+_MONTHS = {
+    name: number
+    for number, names in enumerate(
+        (
+            ("january", "jan"), ("february", "feb"), ("march", "mar"), ("april", "apr"), ("may",), ("june", "jun"),
+            ("july", "jul"), ("august", "aug"), ("september", "sep", "sept"), ("october", "oct"),
+            ("november", "nov"), ("december", "dec"),
+        ),
+        start=1,
+    )
+    for name in names
+}  # fmt: skip
+_WEEKDAYS = {
+    name: i for i, name in enumerate(("monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday"))
+}
+_NUMBERS = {
+    "a": 1,
+    "an": 1,
+    "one": 1,
+    "two": 2,
+    "three": 3,
+    "four": 4,
+    "five": 5,
+    "six": 6,
+    "seven": 7,
+    "a couple of": 2,
+}
+
+_MONTH = "(" + "|".join(sorted(_MONTHS, key=len, reverse=True)) + r")\.?"
+_ISO = re.compile(r"\b(\d{4})-(\d{2})(?:-(\d{2}))?\b")
+_DAY_MONTH_YEAR = re.compile(rf"\b(\d{{1,2}})(?:st|nd|rd|th)?\s+(?:of\s+)?{_MONTH},?\s+(\d{{4}})\b", re.IGNORECASE)
+_MONTH_DAY_YEAR = re.compile(rf"\b{_MONTH}\s+(\d{{1,2}})(?:st|nd|rd|th)?,?\s+(\d{{4}})\b", re.IGNORECASE)
+_MONTH_YEAR = re.compile(rf"\b{_MONTH},?\s+(\d{{4}})\b", re.IGNORECASE)
+_YEAR = re.compile(r"\b(?:in|during|of|since|from)\s+((?:19|20)\d{2})\b", re.IGNORECASE)
+_RELATIVE = re.compile(
+    r"\b(yesterday|today|tonight|this morning|this afternoon|last night|the day before yesterday|"
+    r"last (?:week|weekend|month|year)|"
+    r"(a|an|one|two|three|four|five|six|seven|a couple of|\d{1,2}) (day|week|month|year)s? ago|"
+    r"last (monday|tuesday|wednesday|thursday|friday|saturday|sunday))\b",
+    re.IGNORECASE,
+)
+
+
+def day_tokens(day: date) -> list[str]:
+    """The tokens of one day: itself, its month, its year."""
+    return [f"@{day.isoformat()}", f"@{day:%Y-%m}", f"@{day:%Y}"]
+
+
+def month_tokens(year: int, month: int) -> list[str]:
+    return [f"@{year:04d}-{month:02d}", f"@{year:04d}"]
+
+
+def record_tokens(text: str, at: float | None) -> list[str]:
+    """Date tokens of a record dated `at` (epoch seconds) whose text is `text`."""
+    if at is None:
+        return []
+    day = datetime.fromtimestamp(at, UTC).date()
+    tokens = day_tokens(day)
+    for match in _RELATIVE.finditer(text):
+        tokens += _resolve(match, day)
+    return list(dict.fromkeys(tokens))  # a date named twice is still one date
+
+
+def query_tokens(text: str, now: datetime) -> list[str]:
+    """Date tokens of the dates a query names; relative ones count from `now`."""
+    tokens: list[str] = []
+    taken: list[tuple[int, int]] = []
+
+    def free(match: re.Match[str]) -> bool:
+        span = match.span()
+        if any(s < span[1] and span[0] < e for s, e in taken):
+            return False
+        taken.append(span)
+        return True
+
+    for match in _ISO.finditer(text):
+        if free(match):
+            year, month, day = (int(g) if g else 0 for g in match.groups())
+            tokens += _valid_day(year, month, day) if day else month_tokens(year, month)
+    for match in _DAY_MONTH_YEAR.finditer(text):
+        if free(match):
+            tokens += _valid_day(int(match[3]), _MONTHS[match[2].lower()], int(match[1]))
+    for match in _MONTH_DAY_YEAR.finditer(text):
+        if free(match):
+            tokens += _valid_day(int(match[3]), _MONTHS[match[1].lower()], int(match[2]))
+    for match in _MONTH_YEAR.finditer(text):
+        if free(match):
+            tokens += month_tokens(int(match[2]), _MONTHS[match[1].lower()])
+    for match in _YEAR.finditer(text):
+        if free(match):
+            tokens.append(f"@{match[1]}")
+    for match in _RELATIVE.finditer(text):
+        if free(match):
+            tokens += _week_asked(match, now.date()) or _resolve(match, now.date())
+    return list(dict.fromkeys(tokens))
+
+
+def _week_asked(match: re.Match[str], today: date) -> list[str]:
+    """A query's "last week" / "N weeks ago" means that whole calendar week (Monday to Sunday).
+
+    A record saying "last week" names one moment, so it keeps the single day seven days back;
+    a question asking about last week wants anything dated in it.
+    """
+    phrase = match.group(1).lower()
+    if phrase in ("last week", "last weekend"):
+        back = 1
+    elif match.group(3) and match.group(3).lower() == "week":
+        count_word = match.group(2).lower()
+        back = int(count_word) if count_word.isdigit() else _NUMBERS[count_word]
+    else:
+        return []
+    monday = today - timedelta(days=today.weekday() + 7 * back)
+    first = 5 if phrase == "last weekend" else 0
+    return [token for offset in range(first, 7) for token in day_tokens(monday + timedelta(days=offset))]
+
+
+def _valid_day(year: int, month: int, day: int) -> list[str]:
+    try:
+        return day_tokens(date(year, month, day))
+    except ValueError:
+        return month_tokens(year, month) if 1 <= month <= 12 else []
+
+
+def _resolve(match: re.Match[str], day: date) -> list[str]:
+    """The tokens a relative expression points at, counted back from `day`."""
+    phrase = match.group(1).lower()
+    if phrase in ("today", "tonight", "this morning", "this afternoon"):
+        return day_tokens(day)
+    if phrase in ("yesterday", "last night"):
+        return day_tokens(day - timedelta(days=1))
+    if phrase == "the day before yesterday":
+        return day_tokens(day - timedelta(days=2))
+    if phrase in ("last week", "last weekend"):
+        return day_tokens(day - timedelta(days=7))
+    if phrase == "last month":
+        first = day.replace(day=1) - timedelta(days=1)
+        return month_tokens(first.year, first.month)
+    if phrase == "last year":
+        return [f"@{day.year - 1:04d}"]
+    if phrase.startswith("last "):
+        weekday = _WEEKDAYS[phrase[5:]]
+        back = (day.weekday() - weekday) % 7 or 7
+        return day_tokens(day - timedelta(days=back))
+    count_word, unit = match.group(2).lower(), match.group(3).lower()
+    count = int(count_word) if count_word.isdigit() else _NUMBERS[count_word]
+    if unit == "day":
+        return day_tokens(day - timedelta(days=count))
+    if unit == "week":
+        return day_tokens(day - timedelta(weeks=count))
+    if unit == "month":
+        months = day.year * 12 + day.month - 1 - count
+        return month_tokens(months // 12, months % 12 + 1)
+    return [f"@{day.year - count:04d}"]

@@ -1,0 +1,213 @@
+"""The documents of one BM25 partition: ids, filter attributes, and each session's order.
+
+Local ids index numpy arrays of per-document attributes, so filters and ranking steps run
+vectorised. Episodic records (a session's observations, in order) are linked to their
+neighbours, which ranking uses to let a record collect its context's scores.
+"""
+
+from __future__ import annotations
+
+import bisect
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+
+IntArray = npt.NDArray[np.int32]
+
+_ARRAYS = ("_dl", "_alive", "_kind", "_subtype", "_session", "_at", "_seq", "_weight", "_prev", "_next")
+
+
+@dataclass(frozen=True, slots=True)
+class DocAttrs:
+    """What filters look at: small integer codes chosen by the caller, and a time in epoch seconds."""
+
+    kind: int
+    subtype: int
+    session: int
+    at: float
+    seq: int = 0  # position in its session (episodic records only; 0 = none)
+    weight: float = 0.5  # importance, 0..1
+
+
+@dataclass(frozen=True, slots=True)
+class Filter:
+    """Restrictions applied to candidates before ranking (None means no restriction)."""
+
+    kinds: frozenset[int] | None = None
+    subtypes: frozenset[int] | None = None
+    session: int | None = None
+    since: float | None = None
+    until: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Columns:
+    """A batch of documents as columns, for a vectorised bulk load."""
+
+    keys: list[str]
+    blobs: list[bytes]
+    lengths: npt.NDArray[np.float64]
+    kinds: npt.NDArray[np.int32]
+    subtypes: npt.NDArray[np.int32]
+    sessions: npt.NDArray[np.int32]
+    ats: npt.NDArray[np.float64]
+    seqs: npt.NDArray[np.int32]
+    weights: npt.NDArray[np.float64]
+
+
+def _one_of(values: IntArray, codes: frozenset[int]) -> npt.NDArray[np.bool_]:
+    """values ∈ codes; a few equality tests beat np.isin for the handful of codes filters use."""
+    if len(codes) > 4:
+        return np.isin(values, list(codes))
+    hit = np.zeros(len(values), dtype=bool)
+    for code in codes:
+        hit |= values == code
+    return hit
+
+
+class DocStore:
+    """Keys, stored term blobs and per-document arrays, grown by doubling."""
+
+    def _reset_docs(self) -> None:
+        self.keys: list[str | None] = []
+        self.local: dict[str, int] = {}
+        self.blobs: list[bytes | None] = []
+        self._dl = np.zeros(16, dtype=np.float64)
+        self._alive = np.zeros(16, dtype=bool)
+        self._kind = np.zeros(16, dtype=np.int32)
+        self._subtype = np.zeros(16, dtype=np.int32)
+        self._session = np.zeros(16, dtype=np.int32)
+        self._at = np.zeros(16, dtype=np.float64)
+        self._seq = np.zeros(16, dtype=np.int32)
+        self._weight = np.zeros(16, dtype=np.float64)
+        self._prev = np.full(16, -1, dtype=np.int32)
+        self._next = np.full(16, -1, dtype=np.int32)
+        # Each session's episodic records in order, as (seq, local id): the neighbour links.
+        self._chains: dict[int, list[tuple[int, int]]] = {}
+
+    def _load_docs(self, columns: Columns) -> None:
+        """Fill the store from columns (the store was just reset)."""
+        count = len(columns.keys)
+        self._grow(count)
+        self.keys, self.blobs = list(columns.keys), list(columns.blobs)
+        self.local = {key: i for i, key in enumerate(columns.keys)}
+        self._dl[:count] = columns.lengths
+        self._alive[:count] = True
+        self._kind[:count] = columns.kinds
+        self._subtype[:count] = columns.subtypes
+        self._session[:count] = columns.sessions
+        self._at[:count] = columns.ats
+        self._seq[:count] = columns.seqs
+        self._weight[:count] = columns.weights
+        self._build_chains(count)
+
+    def filtered_keys(self, flt: Filter) -> list[str]:
+        """Keys of every live document passing the filter (no ranking), newest first."""
+        docs = np.flatnonzero(self._alive[: len(self.keys)]).astype(np.int32)
+        docs = docs[self._mask(docs, flt)]
+        order = np.argsort(-self._at[docs], kind="stable")
+        return [self.keys[i] or "" for i in docs[order].tolist()]
+
+    def kind_counts(self) -> dict[int, int]:
+        """Live documents per kind code."""
+        live = self._kind[: len(self.keys)][self._alive[: len(self.keys)]]
+        codes, counts = np.unique(live, return_counts=True)
+        return dict(zip(codes.tolist(), counts.tolist(), strict=True))
+
+    def attrs_of(self, key: str) -> DocAttrs | None:
+        """The filter attributes of a live document, or None."""
+        i = self.local.get(key)
+        return None if i is None else self._attrs(i)
+
+    def _mask(self, docs: IntArray, flt: Filter) -> npt.NDArray[np.bool_]:
+        keep = np.ones(len(docs), dtype=bool)
+        if flt.kinds is not None:
+            keep &= _one_of(self._kind[docs], flt.kinds)
+        if flt.subtypes is not None:
+            keep &= _one_of(self._subtype[docs], flt.subtypes)
+        if flt.session is not None:
+            keep &= self._session[docs] == flt.session
+        if flt.since is not None:
+            keep &= self._at[docs] >= flt.since
+        if flt.until is not None:
+            keep &= self._at[docs] <= flt.until
+        return keep
+
+    def _allocate(self) -> int:
+        i = len(self.keys)
+        if i >= len(self._dl):
+            self._grow(max(16, 2 * i))
+        return i
+
+    def _grow(self, capacity: int) -> None:
+        if capacity <= len(self._dl):
+            return
+        for name in _ARRAYS:
+            old = getattr(self, name)
+            new = np.full(capacity, -1 if name in ("_prev", "_next") else 0, dtype=old.dtype)
+            new[: len(old)] = old
+            setattr(self, name, new)
+
+    def _set_attrs(self, i: int, length: int, attrs: DocAttrs) -> None:
+        self._dl[i] = length
+        self._alive[i] = True
+        self._kind[i] = attrs.kind
+        self._subtype[i] = attrs.subtype
+        self._session[i] = attrs.session
+        self._at[i] = attrs.at
+        self._seq[i] = attrs.seq
+        self._weight[i] = attrs.weight
+
+    def _attrs(self, i: int) -> DocAttrs:
+        return DocAttrs(
+            int(self._kind[i]),
+            int(self._subtype[i]),
+            int(self._session[i]),
+            float(self._at[i]),
+            int(self._seq[i]),
+            float(self._weight[i]),
+        )
+
+    def _link(self, i: int, session: int, seq: int) -> None:
+        chain = self._chains.setdefault(session, [])
+        place = bisect.bisect_left(chain, (seq, i))
+        chain.insert(place, (seq, i))
+        before = chain[place - 1][1] if place > 0 else -1
+        after = chain[place + 1][1] if place + 1 < len(chain) else -1
+        self._prev[i], self._next[i] = before, after
+        if before >= 0:
+            self._next[before] = i
+        if after >= 0:
+            self._prev[after] = i
+
+    def _unlink(self, i: int) -> None:
+        if self._seq[i] <= 0 or not self._session[i]:
+            return
+        chain = self._chains.get(int(self._session[i]), [])
+        place = bisect.bisect_left(chain, (int(self._seq[i]), i))
+        if place < len(chain) and chain[place][1] == i:
+            del chain[place]
+        before, after = int(self._prev[i]), int(self._next[i])
+        if before >= 0:
+            self._next[before] = after
+        if after >= 0:
+            self._prev[after] = before
+        self._prev[i] = self._next[i] = -1
+
+    def _build_chains(self, count: int) -> None:
+        """Neighbour links of every episodic record, after a bulk load."""
+        self._prev[:count] = -1
+        self._next[:count] = -1
+        members = np.flatnonzero((self._seq[:count] > 0) & (self._session[:count] != 0)).astype(np.int32)
+        order = members[np.lexsort((members, self._seq[members], self._session[members]))]
+        if len(order) > 1:
+            same = self._session[order[1:]] == self._session[order[:-1]]
+            self._next[order[:-1][same]] = order[1:][same]
+            self._prev[order[1:][same]] = order[:-1][same]
+        chains: dict[int, list[tuple[int, int]]] = {}
+        for local, session, seq in zip(
+            order.tolist(), self._session[order].tolist(), self._seq[order].tolist(), strict=True
+        ):
+            chains.setdefault(session, []).append((seq, local))
+        self._chains = chains

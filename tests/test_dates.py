@@ -1,0 +1,129 @@
+"""Dates as search terms: a record's own date, the dates its words point at, the dates a query names."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+import pytest
+from mcp import Client
+
+from mcp_memory.search.dates import query_tokens, record_tokens
+from tests.conftest import FakeClock, call
+
+# Monday 8 May 2023, mid-afternoon
+MAY_8 = datetime(2023, 5, 8, 15, 30, tzinfo=UTC)
+
+
+def test_a_record_carries_its_day_month_and_year() -> None:
+    assert record_tokens("Went for a run.", MAY_8.timestamp()) == ["@2023-05-08", "@2023-05", "@2023"]
+    assert record_tokens("Went for a run.", None) == []
+
+
+@pytest.mark.parametrize(
+    ("phrase", "day"),
+    [
+        ("yesterday", "@2023-05-07"),
+        ("last night", "@2023-05-07"),
+        ("the day before yesterday", "@2023-05-06"),
+        ("today", "@2023-05-08"),
+        ("two days ago", "@2023-05-06"),
+        ("3 days ago", "@2023-05-05"),
+        ("a week ago", "@2023-05-01"),
+        ("last week", "@2023-05-01"),
+        ("last Friday", "@2023-05-05"),
+        ("last Monday", "@2023-05-01"),  # on a Monday, "last Monday" is a week back
+    ],
+)
+def test_relative_phrases_resolve_against_the_records_own_date(phrase: str, day: str) -> None:
+    tokens = record_tokens(f"I went to the support group {phrase}.", MAY_8.timestamp())
+    assert day in tokens
+    assert tokens[:3] == ["@2023-05-08", "@2023-05", "@2023"]
+
+
+def test_months_and_years_back_resolve_to_a_month_or_a_year() -> None:
+    assert "@2023-04" in record_tokens("We moved last month.", MAY_8.timestamp())
+    assert "@2023-03" in record_tokens("We moved two months ago.", MAY_8.timestamp())
+    assert "@2022" in record_tokens("We moved last year.", MAY_8.timestamp())
+    assert "@2021" in record_tokens("We moved two years ago.", MAY_8.timestamp())
+    assert "@2022-12" in record_tokens("Back then.", datetime(2023, 1, 10, tzinfo=UTC).timestamp()) + record_tokens(
+        "Last month was busy.", datetime(2023, 1, 10, tzinfo=UTC).timestamp()
+    )
+
+
+@pytest.mark.parametrize(
+    ("query", "expected"),
+    [
+        ("what happened on 7 May 2023?", ["@2023-05-07", "@2023-05", "@2023"]),
+        ("what happened on the 7th of May, 2023?", ["@2023-05-07", "@2023-05", "@2023"]),
+        ("what happened on May 7, 2023?", ["@2023-05-07", "@2023-05", "@2023"]),
+        ("what happened on 2023-05-07?", ["@2023-05-07", "@2023-05", "@2023"]),
+        ("what did she paint in May 2023?", ["@2023-05", "@2023"]),
+        ("what did she paint in Sept 2022?", ["@2022-09", "@2022"]),
+        ("what did she do in 2022?", ["@2022"]),
+        ("anything from 2023-02?", ["@2023-02", "@2023"]),
+        ("the 2023-02-30 entry", ["@2023-02", "@2023"]),  # no such day: the month still counts
+        ("how many runs did she do", []),
+        ("she ran 2023 metres", []),  # a bare number is not a year
+    ],
+)
+def test_a_query_names_absolute_dates(query: str, expected: list[str]) -> None:
+    assert query_tokens(query, MAY_8) == expected
+
+
+def test_a_query_names_relative_dates_from_now() -> None:
+    assert query_tokens("what did I do yesterday?", MAY_8) == ["@2023-05-07", "@2023-05", "@2023"]
+    assert query_tokens("decisions from last month", MAY_8) == ["@2023-04", "@2023"]
+    assert query_tokens("on 7 May 2023 and yesterday", MAY_8) == ["@2023-05-07", "@2023-05", "@2023"]
+
+
+async def test_recall_finds_a_note_by_the_date_its_words_point_at(client: Client, clock: FakeClock) -> None:
+    said = await call(
+        client,
+        "memory_observe",
+        content="Caroline: I went to the LGBTQ support group yesterday and it was powerful.",
+        type="conversation",
+        occurred_at="2023-05-08T13:56:00Z",
+    )
+    other = await call(
+        client,
+        "memory_observe",
+        content="Caroline: the support group meets every week at the community centre.",
+        type="conversation",
+        occurred_at="2023-06-20T10:00:00Z",
+    )
+
+    hits = (await call(client, "memory_recall", query="When did Caroline go to the support group? 7 May 2023"))["hits"]
+
+    assert [h["id"] for h in hits[:2]] == [said["id"], other["id"]]
+
+
+async def test_recall_resolves_relative_dates_in_the_query_against_the_clock(client: Client, clock: FakeClock) -> None:
+    clock.now = datetime(2026, 3, 10, 9, 0, tzinfo=UTC)
+    early = await call(
+        client, "memory_observe", content="Deploy checklist reviewed.", occurred_at="2026-03-02T10:00:00Z"
+    )
+    late = await call(
+        client, "memory_observe", content="Deploy checklist reviewed.", occurred_at="2026-03-09T10:00:00Z"
+    )
+
+    hits = (await call(client, "memory_recall", query="deploy checklist yesterday"))["hits"]
+    assert hits[0]["id"] == late["id"]
+    hits = (await call(client, "memory_recall", query="deploy checklist last week"))["hits"]
+    assert hits[0]["id"] == early["id"]
+
+
+def test_a_query_about_a_past_week_names_each_of_its_days() -> None:
+    tuesday = datetime(2026, 3, 10, 9, 0, tzinfo=UTC)
+    days = [t for t in query_tokens("what did we do last week", tuesday) if len(t) == 11]
+    assert days == [f"@2026-03-0{d}" for d in range(2, 9)]
+    days = [t for t in query_tokens("two weeks ago", tuesday) if len(t) == 11]
+    assert days == [
+        "@2026-02-23",
+        "@2026-02-24",
+        "@2026-02-25",
+        "@2026-02-26",
+        "@2026-02-27",
+        "@2026-02-28",
+        "@2026-03-01",
+    ]
+    assert query_tokens("last weekend", tuesday) == ["@2026-03-07", "@2026-03", "@2026", "@2026-03-08"]

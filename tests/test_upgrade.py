@@ -1,0 +1,64 @@
+"""A database written by an older release opens, migrates and is re-analysed without losing anything."""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+from mcp import Client
+
+from mcp_memory.config import Settings
+from mcp_memory.migrations import MIGRATIONS
+from mcp_memory.search.analyzer import ANALYZER_VERSION
+from mcp_memory.server import build_server
+from tests.conftest import FakeClock, call
+
+TURNS = [
+    "Caroline: I went to the LGBTQ support group yesterday and it was so powerful.",
+    "Melanie: That sounds wonderful. What happened there?",
+    "Caroline: People shared their transgender stories and I felt accepted.",
+]
+
+
+def _downgrade_to_schema_1(path: Path) -> None:
+    """Make the file look like one written by schema 1 and analyzer 1, the release before ranking."""
+    with sqlite3.connect(path) as conn:
+        conn.execute("DROP TABLE embeddings")
+        conn.execute("ALTER TABLE search_docs DROP COLUMN seq")
+        conn.execute("ALTER TABLE search_docs DROP COLUMN weight")
+        conn.execute("DELETE FROM schema_migrations WHERE version > 1")
+        conn.execute("PRAGMA user_version = 1")
+        # the old analysis knew nothing of dates: leave it without terms so only a re-analysis finds them
+        conn.execute("UPDATE search_docs SET terms = x'', length = 0, analyzer = 1")
+        conn.execute("UPDATE meta SET value = '1' WHERE key = 'analyzer_version'")
+
+
+async def test_a_schema_1_file_is_migrated_and_re_analysed(settings: Settings, clock: FakeClock) -> None:
+    async with Client(build_server(settings, clock)) as client:
+        ids = []
+        for turn in TURNS:
+            saved = await call(
+                client,
+                "memory_observe",
+                content=turn,
+                type="conversation",
+                session_id="chat-1",
+                occurred_at="2023-05-08T13:56:00Z",
+            )
+            ids.append(saved["id"])
+        await call(client, "memory_save", content="Caroline is researching adoption agencies.", kind="fact")
+    _downgrade_to_schema_1(settings.db)
+
+    async with Client(build_server(settings, clock)) as client:
+        diagnosis = await call(client, "memory_diagnose")
+        hits = (await call(client, "memory_recall", query="Caroline support group 7 May 2023"))["hits"]
+        found = await call(client, "memory_smart_search", query="adoption agencies")
+
+    assert diagnosis["schema_version"] == MIGRATIONS[-1][0] == 2
+    assert diagnosis["analyzer_version"] == ANALYZER_VERSION
+    assert diagnosis["index_in_sync"] is True
+    assert diagnosis["index_docs"] == diagnosis["stored_docs"] == {"observation": 3, "memory": 1}
+    assert hits[0]["id"] == ids[0]
+    # the re-analysis restored each turn's place in its session, so context reaches the next turn
+    assert ids[1] in {h["id"] for h in hits}
+    assert [h["kind"] for h in found["hits"]] == ["memory"]
