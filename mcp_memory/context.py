@@ -13,12 +13,14 @@ from mcp_memory.db import Database
 from mcp_memory.privacy import PrivacyFilter
 from mcp_memory.search.analyzer import Analyzer
 from mcp_memory.search.bm25 import BM25Params
+from mcp_memory.search.embeddings import EmbeddingProvider, provider_from_settings
 from mcp_memory.search.index import SearchIndex
 from mcp_memory.search.ranking import RankParams
 from mcp_memory.services.actions import ActionService
 from mcp_memory.services.common import Deps
 from mcp_memory.services.consolidate import ConsolidateService
 from mcp_memory.services.context import ContextService
+from mcp_memory.services.embedding import Embedder
 from mcp_memory.services.episodic import EpisodicService
 from mcp_memory.services.forget import ForgetService
 from mcp_memory.services.indexing import Indexer
@@ -63,9 +65,24 @@ class AppContext:
 
 
 @asynccontextmanager
-async def open_app(settings: Settings, clock: Clock = system_clock) -> AsyncIterator[AppContext]:
-    """Open the database, rebuild the index from it, wire the services; close everything at exit."""
+async def open_app(
+    settings: Settings, clock: Clock = system_clock, provider: EmbeddingProvider | None = None
+) -> AsyncIterator[AppContext]:
+    """Open the database, rebuild the index from it, wire the services; close everything at exit.
+
+    `provider` overrides the embedding provider the settings name (tests pass their own).
+    """
+    if provider is None:
+        key = settings.embedding_api_key
+        provider = provider_from_settings(
+            settings.embeddings,
+            settings.embedding_model,
+            settings.embedding_url,
+            key.get_secret_value() if key is not None else None,
+            settings.embedding_timeout_s,
+        )
     db = await Database.open(settings.db, busy_timeout_ms=settings.busy_timeout_ms, synchronous=settings.synchronous)
+    embedder: Embedder | None = None
     try:
         rank = RankParams(
             before=settings.context_before,
@@ -75,10 +92,22 @@ async def open_app(settings: Settings, clock: Clock = system_clock) -> AsyncIter
             importance=settings.importance_boost,
             recency=settings.recency_boost,
             half_life_days=settings.recency_half_life_days,
+            vector_weight=settings.embedding_weight,
         )
         index = SearchIndex(Analyzer(), BM25Params(settings.bm25_k1, settings.bm25_b, settings.bm25_epsilon), rank)
         indexer = Indexer(index)
-        deps = Deps(settings=settings, db=db, index=index, indexer=indexer, privacy=PrivacyFilter(), clock=clock)
+        if provider is not None:
+            embedder = Embedder(provider, db, index, indexer, clock, settings.embedding_timeout_s)
+            indexer.vectors = embedder  # so the rebuild loads the stored vectors
+        deps = Deps(
+            settings=settings,
+            db=db,
+            index=index,
+            indexer=indexer,
+            privacy=PrivacyFilter(),
+            clock=clock,
+            embedder=embedder,
+        )
         episodic = EpisodicService(deps)
         memories = MemoryService(deps)
         lessons = LessonService(deps)
@@ -113,7 +142,12 @@ async def open_app(settings: Settings, clock: Clock = system_clock) -> AsyncIter
             reflection=ReflectService(deps, lessons),
         )
         await indexer.rebuild(db)
+        if embedder is not None:
+            embedder.start()
+            logger.info("embeddings: %s, %d stored vectors loaded", embedder.model, index.vector_count())
         logger.info("mcp-memory ready: %s", settings.db)
         yield app
     finally:
+        if embedder is not None:
+            await embedder.stop()
         await db.close()

@@ -240,9 +240,16 @@ _V2_RANKING_AND_VECTORS = [
     )""",
 ]
 
+_V3_TEXT_DIGESTS = [
+    # A digest of the text each record was indexed from: a vector is current only while it matches.
+    "ALTER TABLE search_docs ADD COLUMN digest TEXT NOT NULL DEFAULT ''",
+    "CREATE INDEX embeddings_model ON embeddings (model)",
+]
+
 MIGRATIONS: list[tuple[int, str, list[str]]] = [
     (1, "foundation: every table of the product reference", _V1_FOUNDATION),
     (2, "ranking attributes on stored terms; embedding vectors", _V2_RANKING_AND_VECTORS),
+    (3, "digests of indexed text, so vectors follow their records", _V3_TEXT_DIGESTS),
 ]
 
 

@@ -19,6 +19,7 @@ from mcp_memory.clock import Clock, system_clock
 from mcp_memory.config import Settings
 from mcp_memory.context import AppContext, open_app
 from mcp_memory.errors import MCPMemoryError
+from mcp_memory.search.embeddings import EmbeddingProvider
 from mcp_memory.tools import tools_for
 from mcp_memory.tools._common import check_arguments
 from mcp_memory.tools.prompts import register_prompts_and_resources
@@ -42,9 +43,12 @@ class SharedApp:
     per client; sharing keeps one database writer and one index per process.
     """
 
-    def __init__(self, settings: Settings, clock: Clock = system_clock) -> None:
+    def __init__(
+        self, settings: Settings, clock: Clock = system_clock, provider: EmbeddingProvider | None = None
+    ) -> None:
         self._settings = settings
         self._clock = clock
+        self._provider = provider
         self._lock = anyio.Lock()
         self._users = 0
         self._app: AppContext | None = None
@@ -61,7 +65,7 @@ class SharedApp:
         async with self._lock:
             if self._app is None:
                 stack = AsyncExitStack()
-                self._app = await stack.enter_async_context(open_app(self._settings, self._clock))
+                self._app = await stack.enter_async_context(open_app(self._settings, self._clock, self._provider))
                 self._stack = stack
             self._users += 1
             app = self._app
@@ -97,9 +101,13 @@ def build_server(
     shared: SharedApp | None = None,
     middleware: Sequence[ServerMiddleware[Any]] = (),
     grants: Sequence[Grant] = (),
+    provider: EmbeddingProvider | None = None,
 ) -> MCPServer[AppContext]:
-    """The MCP server for `settings`: its tools, prompts and resources, and bearer auth when tokens exist."""
-    shared = shared or SharedApp(settings, clock)
+    """The MCP server for `settings`: its tools, prompts and resources, and bearer auth when tokens exist.
+
+    `provider` replaces the embedding provider the settings name (tests bring a small one).
+    """
+    shared = shared or SharedApp(settings, clock, provider)
     auth = None
     if grants:
         # The SDK's bearer-token hook needs OAuth resource-server settings; the issuer here is

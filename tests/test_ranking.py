@@ -224,6 +224,7 @@ def test_incremental_context_ranking_equals_a_rebuild(
             ats=np.array([float(key[1:]) for key in docs], dtype=np.float64),
             seqs=np.array([q for _, _, q in docs.values()], dtype=np.int32),
             weights=np.full(n, 0.5),
+            digests=np.zeros(n, dtype=np.int64),
         )
     )
     got = live.search(query, Filter(), 100, NOW)

@@ -155,6 +155,7 @@ def test_incremental_updates_equal_a_rebuild(ops: list[tuple[str, int, list[int]
             ats=np.array([float(key[1:]) for key in docs], dtype=np.float64),
             seqs=np.zeros(n, dtype=np.int32),
             weights=np.full(n, 0.5),
+            digests=np.zeros(n, dtype=np.int64),
         )
     )
     assert live.n_docs == rebuilt.n_docs == len(docs)

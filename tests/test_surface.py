@@ -19,7 +19,7 @@ SURFACE: dict[str, tuple[list[str], list[str], tuple[bool | None, bool | None, b
         (False, False, False),
     ),
     "memory_recall": (
-        ["query", "limit", "session_id", "types", "since", "until", "include_memories", "project"],
+        ["query", "limit", "session_id", "types", "since", "until", "include_memories", "neighbours", "project"],
         ["query"],
         (True, None, None),
     ),

@@ -320,6 +320,20 @@ async def test_recall_ranks_the_relevant_observation_first(client: Client, clock
     assert ids[5] not in {h["id"] for h in hits}
 
 
+async def test_recall_can_carry_each_hits_neighbouring_turns(client: Client, clock: FakeClock) -> None:
+    await observe_corpus(client, clock)
+
+    bare = (await call(client, "memory_recall", query="WAL journal mode", limit=1))["hits"]
+    framed = (await call(client, "memory_recall", query="WAL journal mode", limit=1, neighbours=2))["hits"]
+    middle = (await call(client, "memory_recall", query="release checklist changelog", limit=1, neighbours=1))["hits"]
+
+    assert bare[0]["context"] == []
+    assert framed[0]["id"] == bare[0]["id"]
+    assert framed[0]["context"] == [f"+1: {CORPUS[1][1]}", f"+2: {CORPUS[2][1]}"]  # the first turn: none before
+    assert middle[0]["context"] == [f"-1: {CORPUS[2][1]}", f"+1: {CORPUS[4][1]}"]
+    assert "neighbours" in await call_error(client, "memory_recall", query="WAL", neighbours=4)
+
+
 async def test_recall_returns_compact_hits_with_the_callers_ref_and_time(client: Client) -> None:
     saved = await call(
         client,

@@ -78,7 +78,7 @@ async def exported(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[di
 async def test_diagnose_on_an_empty_database(client: Client, settings: Settings) -> None:
     diagnosis = await call(client, "memory_diagnose")
 
-    assert diagnosis["schema_version"] == MIGRATIONS[-1][0] == 2
+    assert diagnosis["schema_version"] == MIGRATIONS[-1][0] == 3
     assert diagnosis["integrity_ok"] is True
     assert diagnosis["integrity"] == ["ok"]
     assert diagnosis["db_path"] == str(settings.db)
@@ -87,6 +87,17 @@ async def test_diagnose_on_an_empty_database(client: Client, settings: Settings)
     assert diagnosis["latency"]["queries"] == 0
     assert diagnosis["projects"] == []
     assert diagnosis["sqlite"]["journal_mode"] == "wal"
+    assert diagnosis["embeddings"] == {
+        "provider": "none",
+        "dimension": None,
+        "vectors": 0,
+        "lacking": 0,
+        "queued": 0,
+        "embedded": 0,
+        "failures": 0,
+        "last_error": None,
+        "stored_by_model": {},
+    }
 
 
 async def test_diagnose_counts_what_was_stored(client: Client, clock: FakeClock) -> None:

@@ -202,6 +202,24 @@ class LatencyReport(BaseModel):
     max_ms: float
 
 
+class EmbeddingReport(BaseModel):
+    """Which embedding provider is active and how far its vectors have got."""
+
+    provider: str = Field(
+        description="Active provider and model (e.g. sentence-transformers:all-MiniLM-L6-v2), or none."
+    )
+    dimension: int | None = Field(None, description="Vector dimension, once known.")
+    vectors: int = Field(description="Indexed records with a current vector.")
+    lacking: int = Field(description="Indexed records without a current vector: found by BM25 alone until embedded.")
+    queued: int = Field(description="Records waiting to be embedded by this process.")
+    embedded: int = Field(description="Records embedded by this process since it started.")
+    failures: int = Field(description="Failed embedding attempts since start-up (each is retried).")
+    last_error: str | None = None
+    stored_by_model: dict[str, int] = Field(
+        default_factory=dict, description="Stored vectors per model (another model's are replaced as records re-embed)."
+    )
+
+
 class DiagnoseResult(BaseModel):
     """Health of the database and the index."""
 
@@ -221,6 +239,7 @@ class DiagnoseResult(BaseModel):
     index_postings: int
     projects: list[str]
     latency: LatencyReport
+    embeddings: EmbeddingReport
 
 
 class ExportResult(BaseModel):

@@ -8,6 +8,7 @@ from mcp_memory.repositories.base import Repository, placeholders
 from mcp_memory.search.index import IndexDoc
 
 _CHUNK = 500
+_COLUMNS = ", ".join(IndexDoc._fields)  # the table's columns carry the tuple's field names
 
 
 class SearchDocRepository(Repository):
@@ -35,11 +36,11 @@ class SearchDocRepository(Repository):
 
     async def put(self, doc: IndexDoc, analyzer: int) -> None:
         await self.conn.execute(
-            "INSERT INTO search_docs (doc_id, kind, subtype, project, session_id, at, length, terms, seq, weight, "
-            "analyzer) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (doc_id) DO UPDATE SET "
-            "kind = excluded.kind, subtype = excluded.subtype, project = excluded.project, "
-            "session_id = excluded.session_id, at = excluded.at, length = excluded.length, terms = excluded.terms, "
-            "seq = excluded.seq, weight = excluded.weight, analyzer = excluded.analyzer",
+            f"INSERT INTO search_docs ({_COLUMNS}, analyzer) VALUES ({placeholders(len(IndexDoc._fields) + 1)}) "
+            "ON CONFLICT (doc_id) DO UPDATE SET kind = excluded.kind, subtype = excluded.subtype, "
+            "project = excluded.project, session_id = excluded.session_id, at = excluded.at, "
+            "length = excluded.length, terms = excluded.terms, seq = excluded.seq, weight = excluded.weight, "
+            "digest = excluded.digest, analyzer = excluded.analyzer",
             (*doc, analyzer),
         )
 
@@ -53,10 +54,7 @@ class SearchDocRepository(Repository):
         await self.conn.execute("DELETE FROM search_docs")
 
     async def all_docs(self) -> list[IndexDoc]:
-        rows = await self.conn.fetchall(
-            "SELECT doc_id, kind, subtype, project, session_id, at, length, terms, seq, weight "
-            "FROM search_docs ORDER BY rowid"
-        )
+        rows = await self.conn.fetchall(f"SELECT {_COLUMNS} FROM search_docs ORDER BY rowid")
         return [IndexDoc._make(r) for r in rows]
 
     async def get_many(self, doc_ids: Sequence[str]) -> list[IndexDoc]:
@@ -64,8 +62,7 @@ class SearchDocRepository(Repository):
         for start in range(0, len(doc_ids), _CHUNK):
             chunk = doc_ids[start : start + _CHUNK]
             rows = await self.conn.fetchall(
-                "SELECT doc_id, kind, subtype, project, session_id, at, length, terms, seq, weight FROM search_docs "
-                f"WHERE doc_id IN ({placeholders(len(chunk))})",
+                f"SELECT {_COLUMNS} FROM search_docs WHERE doc_id IN ({placeholders(len(chunk))})",
                 chunk,
             )
             docs.extend(IndexDoc._make(r) for r in rows)

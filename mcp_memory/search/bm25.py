@@ -18,12 +18,15 @@ import numpy as np
 import numpy.typing as npt
 
 from mcp_memory.search.docstore import Columns, DocAttrs, DocStore, Filter, IntArray
-from mcp_memory.search.ranking import RankParams, boosted, with_context
+from mcp_memory.search.ranking import Ranked, RankParams, boosted, reciprocal_rank_fusion, with_context
 
 TERM_DTYPE = np.dtype([("t", "<i4"), ("f", "<u2")])
 """Stored form of a document's terms: (term id, count) pairs, 6 bytes each."""
 
 MAX_TF = 65_535
+FUSION_DEPTH = 100
+"""How deep each ranking goes into a fusion: far enough that a record ranked low by one method
+but high by the other still meets the page."""
 
 FloatArray = npt.NDArray[np.float64]
 
@@ -129,6 +132,7 @@ class Partition(DocStore):
 
     def add(self, key: str, blob: bytes, length: int, attrs: DocAttrs) -> None:
         """Add (or replace) a document; touches only the postings of its own terms."""
+        saved = self._saved_vector(key)
         if key in self.local:
             self.remove(key)
         i = self._allocate()
@@ -136,6 +140,7 @@ class Partition(DocStore):
         self.blobs.append(blob)
         self.local[key] = i
         self._set_attrs(i, length, attrs)
+        self._restore_vector(i, saved)
         if attrs.seq > 0 and attrs.session:
             self._link(i, attrs.session, attrs.seq)
         terms = decode_terms(blob)
@@ -190,7 +195,8 @@ class Partition(DocStore):
 
     def compact(self) -> None:
         """Drop dead documents and renumber, so memory follows the live corpus."""
-        live = np.flatnonzero(self._alive[: len(self.keys)])
+        live = np.flatnonzero(self._alive[: len(self.keys)]).astype(np.int32)
+        vectors = self._keep_vectors(live)
         self.bulk_load(
             Columns(
                 keys=[self.keys[i] or "" for i in live.tolist()],
@@ -202,8 +208,10 @@ class Partition(DocStore):
                 ats=self._at[live].copy(),
                 seqs=self._seq[live].copy(),
                 weights=self._weight[live].copy(),
+                digests=self._digest[live].copy(),
             )
         )
+        self._put_back_vectors(vectors)
 
     # -- reads ------------------------------------------------------------------------------------
 
@@ -262,18 +270,44 @@ class Partition(DocStore):
         return candidates[self._alive[candidates]], acc
 
     def search(
-        self, query: Sequence[int], flt: Filter, limit: int, now: float | None = None
-    ) -> list[tuple[str, float, float]]:
+        self,
+        query: Sequence[int],
+        flt: Filter,
+        limit: int,
+        now: float | None = None,
+        vector: npt.NDArray[np.float32] | None = None,
+    ) -> Ranked:
         """Top `limit` (key, score, at) among live documents passing the filter, best first.
 
-        Documents scoring above zero come first: their Okapi score plus context and session
-        evidence, with the importance and recency boosts (search/ranking.py). When there are
-        fewer than `limit` of them, documents that contain query terms but score <= 0 (in tiny
-        corpora every idf can be negative) follow with score 0.0, by how many query terms they
-        contain. Ties go to the newer document, then the key.
+        Without a query vector (or before any document has one) this is the BM25 ranking; with
+        one, the BM25 and vector rankings fused (search/ranking.py), and the score is the fused one.
         """
-        if self.n_docs == 0:
+        if self.n_docs == 0 or limit <= 0:
             return []
+        semantic = [] if vector is None else self._semantic(vector, flt, max(limit, FUSION_DEPTH), now)
+        if not semantic:
+            return self._lexical(query, flt, limit, now)
+        lexical = self._lexical(query, flt, max(limit, FUSION_DEPTH), now) if query else []
+        fused = reciprocal_rank_fusion([(lexical, 1.0), (semantic, self.rank.vector_weight)], self.rank.rrf_k)
+        return fused[:limit]
+
+    def _semantic(self, vector: npt.NDArray[np.float32], flt: Filter, depth: int, now: float | None) -> Ranked:
+        """The documents closest to `vector` (cosine), with the importance and recency boosts."""
+        docs, sims = self.nearest(vector, flt, depth)
+        if len(docs) == 0:
+            return []
+        return self._top(
+            docs, boosted(sims.astype(np.float64), self._weight[docs], self._at[docs], now, self.rank), depth
+        )
+
+    def _lexical(self, query: Sequence[int], flt: Filter, limit: int, now: float | None) -> Ranked:
+        """The BM25 ranking: Okapi scores with context, session evidence and the bounded boosts.
+
+        Documents scoring above zero come first. When there are fewer than `limit` of them,
+        documents that contain query terms but score <= 0 (in tiny corpora every idf can be
+        negative) follow with score 0.0, by how many query terms they contain. Ties go to the
+        newer document, then the key.
+        """
         hits, acc = self._positives(query)
         n = len(self.keys)
         docs, scores = with_context(
@@ -294,7 +328,7 @@ class Partition(DocStore):
             ranked += [(k, 0.0, at) for k, _, at in self._top(weak, key, limit - len(ranked))]
         return ranked
 
-    def _top(self, docs: IntArray, key: FloatArray, limit: int) -> list[tuple[str, float, float]]:
+    def _top(self, docs: IntArray, key: FloatArray, limit: int) -> Ranked:
         """The `limit` best (key, score, at) by `key`, ties to the newer document, then the key."""
         if len(docs) == 0 or limit <= 0:
             return []

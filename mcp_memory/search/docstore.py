@@ -8,6 +8,7 @@ neighbours, which ranking uses to let a record collect its context's scores.
 from __future__ import annotations
 
 import bisect
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -15,7 +16,9 @@ import numpy.typing as npt
 
 IntArray = npt.NDArray[np.int32]
 
-_ARRAYS = ("_dl", "_alive", "_kind", "_subtype", "_session", "_at", "_seq", "_weight", "_prev", "_next")
+_ARRAYS = (
+    "_dl", "_alive", "_kind", "_subtype", "_session", "_at", "_seq", "_weight", "_prev", "_next", "_digest", "_has_vec",
+)  # fmt: skip
 
 
 @dataclass(frozen=True, slots=True)
@@ -28,6 +31,7 @@ class DocAttrs:
     at: float
     seq: int = 0  # position in its session (episodic records only; 0 = none)
     weight: float = 0.5  # importance, 0..1
+    digest: int = 0  # of the indexed text: a vector belongs to the text it was made from
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,6 +58,7 @@ class Columns:
     ats: npt.NDArray[np.float64]
     seqs: npt.NDArray[np.int32]
     weights: npt.NDArray[np.float64]
+    digests: npt.NDArray[np.int64]
 
 
 def _one_of(values: IntArray, codes: frozenset[int]) -> npt.NDArray[np.bool_]:
@@ -83,6 +88,10 @@ class DocStore:
         self._weight = np.zeros(16, dtype=np.float64)
         self._prev = np.full(16, -1, dtype=np.int32)
         self._next = np.full(16, -1, dtype=np.int32)
+        self._digest = np.zeros(16, dtype=np.int64)  # of the indexed text; 0 = unknown
+        self._has_vec = np.zeros(16, dtype=bool)
+        # One embedding row per local id; no columns until the first vector says its dimension.
+        self._vectors: npt.NDArray[np.float32] = np.zeros((16, 0), dtype=np.float32)
         # Each session's episodic records in order, as (seq, local id): the neighbour links.
         self._chains: dict[int, list[tuple[int, int]]] = {}
 
@@ -100,6 +109,7 @@ class DocStore:
         self._at[:count] = columns.ats
         self._seq[:count] = columns.seqs
         self._weight[:count] = columns.weights
+        self._digest[:count] = columns.digests
         self._build_chains(count)
 
     def filtered_keys(self, flt: Filter) -> list[str]:
@@ -148,6 +158,97 @@ class DocStore:
             new = np.full(capacity, -1 if name in ("_prev", "_next") else 0, dtype=old.dtype)
             new[: len(old)] = old
             setattr(self, name, new)
+        vectors = np.zeros((capacity, self._vectors.shape[1]), dtype=np.float32)
+        vectors[: len(self._vectors)] = self._vectors
+        self._vectors = vectors
+
+    # -- vectors ----------------------------------------------------------------------------------
+
+    @property
+    def vector_dim(self) -> int:
+        """Dimension of the stored vectors (0 before the first one)."""
+        return int(self._vectors.shape[1])
+
+    @property
+    def vector_count(self) -> int:
+        """Live documents that have a vector."""
+        n = len(self.keys)
+        return int(np.count_nonzero(self._has_vec[:n] & self._alive[:n]))
+
+    def set_vector(self, key: str, digest: int, vector: npt.NDArray[np.float32]) -> bool:
+        """Attach a unit-length vector to a live document indexed from the text `digest` names.
+
+        Returns False (and stores nothing) when the document is gone, was re-indexed from other
+        text since the vector was made, or the vector's dimension is not the index's (one model).
+        """
+        i = self.local.get(key)
+        if i is None or self._digest[i] != digest or len(vector) != (self.vector_dim or len(vector)):
+            return False
+        if self.vector_dim == 0:
+            self._vectors = np.zeros((len(self._dl), len(vector)), dtype=np.float32)
+        self._vectors[i] = vector
+        self._has_vec[i] = True
+        return True
+
+    def has_vector(self, key: str) -> bool:
+        i = self.local.get(key)
+        return i is not None and bool(self._has_vec[i])
+
+    def drop_vectors(self) -> None:
+        """Forget every vector (the model changed)."""
+        self._has_vec[:] = False
+        self._vectors = np.zeros((len(self._dl), 0), dtype=np.float32)
+
+    def nearest(
+        self, vector: npt.NDArray[np.float32], flt: Filter, depth: int
+    ) -> tuple[IntArray, npt.NDArray[np.float32]]:
+        """The `depth` live documents passing `flt` closest to `vector`, and their cosines (unsorted)."""
+        n = len(self.keys)
+        if self.vector_dim != len(vector) or n == 0:
+            return np.empty(0, dtype=np.int32), np.empty(0, dtype=np.float32)
+        docs = np.flatnonzero(self._has_vec[:n] & self._alive[:n]).astype(np.int32)
+        docs = docs[self._mask(docs, flt)]
+        # one matrix-vector product over every row beats gathering the candidates' rows first
+        sims = (self._vectors[:n] @ vector)[docs] if len(docs) else np.empty(0, dtype=np.float32)
+        if len(docs) > depth:
+            keep = np.argpartition(-sims, depth - 1)[:depth]
+            docs, sims = docs[keep], sims[keep]
+        return docs, sims
+
+    def set_vectors(self, keys: Sequence[str], digests: npt.NDArray[np.int64], matrix: npt.NDArray[np.float32]) -> int:
+        """Attach many vectors at once (the start-up load); returns how many were current."""
+        rows = np.fromiter((self.local.get(k, -1) for k in keys), dtype=np.int64, count=len(keys))
+        ok = rows >= 0
+        ok[ok] = self._digest[rows[ok]] == digests[ok]
+        if not ok.any() or matrix.shape[1] != (self.vector_dim or matrix.shape[1]):
+            return 0
+        if self.vector_dim == 0:
+            self._vectors = np.zeros((len(self._dl), matrix.shape[1]), dtype=np.float32)
+        self._vectors[rows[ok]] = matrix[ok]
+        self._has_vec[rows[ok]] = True
+        return int(ok.sum())
+
+    def _saved_vector(self, key: str) -> tuple[int, npt.NDArray[np.float32]] | None:
+        """(digest, vector) of a document about to be replaced, if it has a vector."""
+        i = self.local.get(key)
+        return None if i is None or not self._has_vec[i] else (int(self._digest[i]), self._vectors[i].copy())
+
+    def _restore_vector(self, i: int, saved: tuple[int, npt.NDArray[np.float32]] | None) -> None:
+        """Give a re-indexed document back its vector when its text did not change."""
+        if saved is not None and saved[0] == self._digest[i] != 0:
+            self._vectors[i] = saved[1]
+            self._has_vec[i] = True
+
+    def _keep_vectors(self, live: IntArray) -> tuple[npt.NDArray[np.float32], npt.NDArray[np.bool_]]:
+        return self._vectors[live].copy(), self._has_vec[live].copy()
+
+    def _put_back_vectors(self, kept: tuple[npt.NDArray[np.float32], npt.NDArray[np.bool_]]) -> None:
+        """After a compaction renumbered the documents 0..n-1 in their old order."""
+        vectors, has = kept
+        if has.any():
+            self._vectors = np.zeros((len(self._dl), vectors.shape[1]), dtype=np.float32)
+            self._vectors[: len(vectors)] = vectors
+            self._has_vec[: len(has)] = has
 
     def _set_attrs(self, i: int, length: int, attrs: DocAttrs) -> None:
         self._dl[i] = length
@@ -158,6 +259,8 @@ class DocStore:
         self._at[i] = attrs.at
         self._seq[i] = attrs.seq
         self._weight[i] = attrs.weight
+        self._digest[i] = attrs.digest
+        self._has_vec[i] = False
 
     def _attrs(self, i: int) -> DocAttrs:
         return DocAttrs(
@@ -167,6 +270,7 @@ class DocStore:
             float(self._at[i]),
             int(self._seq[i]),
             float(self._weight[i]),
+            int(self._digest[i]),
         )
 
     def _link(self, i: int, session: int, seq: int) -> None:

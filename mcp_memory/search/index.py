@@ -14,12 +14,18 @@ from datetime import UTC, datetime
 from typing import NamedTuple
 
 import numpy as np
+import numpy.typing as npt
 
 from mcp_memory.search import dates
 from mcp_memory.search.analyzer import Analyzer
 from mcp_memory.search.bm25 import BM25Params, Partition, encode_terms
 from mcp_memory.search.docstore import Columns, DocAttrs, Filter
 from mcp_memory.search.ranking import RankParams
+
+
+def digest_code(digest: str) -> int:
+    """A text digest (hex) as the int64 the index compares; 0 when unknown."""
+    return int.from_bytes(bytes.fromhex(digest[:16]), "big", signed=True) if digest else 0
 
 
 class IndexDoc(NamedTuple):
@@ -35,6 +41,7 @@ class IndexDoc(NamedTuple):
     terms: bytes
     seq: int = 0
     weight: float = 0.5
+    digest: str = ""  # of the text indexed (hex); a vector made from other text is stale
 
 
 @dataclass(frozen=True, slots=True)
@@ -145,6 +152,7 @@ class SearchIndex:
                     ats=np.fromiter((d.at for d in rows), dtype=np.float64, count=count),
                     seqs=np.fromiter((d.seq for d in rows), dtype=np.int32, count=count),
                     weights=np.fromiter((d.weight for d in rows), dtype=np.float64, count=count),
+                    digests=np.fromiter((digest_code(d.digest) for d in rows), dtype=np.int64, count=count),
                 )
             )
 
@@ -167,23 +175,72 @@ class SearchIndex:
     # -- queries ----------------------------------------------------------------------------------
 
     def search(
-        self, project: str, query: str | Sequence[int], flt: SearchFilter, limit: int, now: float | None = None
+        self,
+        project: str,
+        query: str | Sequence[int],
+        flt: SearchFilter,
+        limit: int,
+        now: float | None = None,
+        vector: npt.NDArray[np.float32] | None = None,
     ) -> list[Hit]:
         """The best `limit` documents of `project` for `query` that pass `flt`, best first.
 
-        `now` (epoch seconds) enables the recency boost and resolves relative dates in the query.
+        `now` (epoch seconds) enables the recency boost and resolves relative dates in the query;
+        `vector` (the query's embedding) adds the vector ranking by fusion.
         """
         partition = self._partitions.get(project)
         if partition is None or limit <= 0:
             return []
         terms = self.query_terms(query, now) if isinstance(query, str) else list(query)
-        if not terms:
+        if not terms and vector is None:
             return []
         low = self._low_filter(flt)
         if low is None:
             return []
-        found = partition.search(terms, low, limit, now)
+        found = partition.search(terms, low, limit, now, vector)
         return [Hit(key, self._kind_of(partition, key), score, at) for key, score, at in found]
+
+    # -- vectors ----------------------------------------------------------------------------------
+
+    def set_vector(self, doc_id: str, digest: str, vector: npt.NDArray[np.float32]) -> bool:
+        """Attach a record's embedding, if the record is still indexed from the text it was made from."""
+        project = self._where.get(doc_id)
+        return project is not None and self._partitions[project].set_vector(doc_id, digest_code(digest), vector)
+
+    def load_vectors(self, rows: Sequence[tuple[str, str, bytes]]) -> int:
+        """Attach stored (doc_id, digest, float32 bytes) vectors in bulk; returns how many were current."""
+        if not rows:
+            return 0
+        dim = len(rows[0][2]) // 4  # one model, one dimension; a stray row of another size is skipped
+        by_project: dict[str, list[tuple[str, str, bytes]]] = {}
+        for row in rows:
+            project = self._where.get(row[0])
+            if project is not None and len(row[2]) == dim * 4:
+                by_project.setdefault(project, []).append(row)
+        loaded = 0
+        for project, found in by_project.items():
+            matrix = np.frombuffer(b"".join(r[2] for r in found), dtype=np.float32).reshape(len(found), dim)
+            digests = np.fromiter((digest_code(r[1]) for r in found), dtype=np.int64, count=len(found))
+            loaded += self._partitions[project].set_vectors([r[0] for r in found], digests, matrix)
+        return loaded
+
+    def locate(self, doc_id: str) -> tuple[str, str] | None:
+        """(kind, project) of an indexed document."""
+        project = self._where.get(doc_id)
+        return None if project is None else (self._kind_of(self._partitions[project], doc_id), project)
+
+    def has_vector(self, doc_id: str) -> bool:
+        project = self._where.get(doc_id)
+        return project is not None and self._partitions[project].has_vector(doc_id)
+
+    def vector_count(self) -> int:
+        """Indexed records that have a vector."""
+        return sum(p.vector_count for p in self._partitions.values())
+
+    def drop_vectors(self) -> None:
+        """Forget every vector (another model takes over)."""
+        for partition in self._partitions.values():
+            partition.drop_vectors()
 
     def browse(self, project: str, flt: SearchFilter) -> list[str]:
         """Every indexed id of `project` passing `flt`, newest first (no query)."""
@@ -256,6 +313,7 @@ class SearchIndex:
             doc.at,
             doc.seq,
             doc.weight,
+            digest_code(doc.digest),
         )
 
     def _kind_of(self, partition: Partition, key: str) -> str:

@@ -7,6 +7,10 @@ A session with a strongly matching record lifts its other records by `session` �
 score. Then two bounded boosts: importance (± `importance` / 2 around the default 0.5) and
 recency (up to + `recency` for a record written now, halving every `half_life_days`).
 
+With embeddings, the BM25 ranking (all of the above) and the vector ranking (cosine, with the
+same two boosts) are fused by reciprocal rank fusion: each record scores
+Σ weight / (rrf_k + rank) over the rankings it appears in.
+
 The defaults were chosen by measurement on the LoCoMo dev set (bench/locomo.py), each kept only
 because it helped every question category; every weight is a setting, and 0 turns a step off.
 """
@@ -35,6 +39,8 @@ class RankParams:
     importance: float = 0.1
     recency: float = 0.05
     half_life_days: float = 30.0
+    vector_weight: float = 0.1  # of the vector ranking in the fusion (BM25's is 1)
+    rrf_k: int = 60
 
 
 def with_context(
@@ -91,3 +97,19 @@ def boosted(
         age_days = np.maximum(now - at, 0.0) / DAY_S
         out *= 1.0 + params.recency * np.exp2(-age_days / params.half_life_days)
     return out
+
+
+Ranked = list[tuple[str, float, float]]
+"""(key, score, at) best first."""
+
+
+def reciprocal_rank_fusion(rankings: list[tuple[Ranked, float]], k: int) -> Ranked:
+    """Fuse weighted rankings: a record scores Σ weight / (k + rank); ties to the newer, then the key."""
+    fused: dict[str, float] = {}
+    at: dict[str, float] = {}
+    for ranking, weight in rankings:
+        for rank, (key, _, when) in enumerate(ranking, start=1):
+            fused[key] = fused.get(key, 0.0) + weight / (k + rank)
+            at[key] = when
+    order = sorted(fused, key=lambda key: (-fused[key], -at[key], key))
+    return [(key, fused[key], at[key]) for key in order]

@@ -8,12 +8,16 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
+import numpy as np
+import numpy.typing as npt
+
 from mcp_memory.clock import Clock, epoch, parse_moment, to_iso
 from mcp_memory.config import Settings
 from mcp_memory.db import Database
 from mcp_memory.errors import InvalidInputError
 from mcp_memory.privacy import PrivacyFilter, without_markers
 from mcp_memory.search.index import SearchIndex
+from mcp_memory.services.embedding import Embedder
 from mcp_memory.services.indexing import Indexer
 
 GLOBAL_PROJECT = "*"
@@ -34,6 +38,7 @@ class Deps:
     indexer: Indexer
     privacy: PrivacyFilter
     clock: Clock
+    embedder: Embedder | None = None  # only with an embedding provider configured
 
 
 class Service:
@@ -46,6 +51,11 @@ class Service:
 
     def now(self) -> datetime:
         return self.deps.clock()
+
+    async def query_vector(self, query: str) -> npt.NDArray[np.float32] | None:
+        """The query's embedding for hybrid search, or None (no provider, or it failed: BM25 alone)."""
+        embedder = self.deps.embedder
+        return None if embedder is None else await embedder.query_vector(query)
 
     def now_iso(self) -> str:
         return to_iso(self.deps.clock())

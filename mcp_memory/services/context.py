@@ -177,12 +177,13 @@ class ContextService(Service):
     async def _memories(self, project: str, query: str | None, task_type: str | None) -> _Section:
         section = _Section("memories", "\n## Memories\n")
         focus = query or (task_type.replace("_", " ") if task_type else None)
+        vector = await self.query_vector(focus) if focus else None
         async with self.db.read() as conn:
             repo = MemoryRepository(conn)
             memories = await repo.important(project, 10)
             if focus:
                 hits = self.deps.index.search(
-                    project, focus, SearchFilter(kinds=frozenset({"memory"})), 10, now=self.now().timestamp()
+                    project, focus, SearchFilter(kinds=frozenset({"memory"})), 10, self.now().timestamp(), vector
                 )
                 memories = _unique(await repo.get_many([h.doc_id for h in hits], project) + memories)[:10]
         for m in memories:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Sequence
 
-from mcp_memory.db import Database, Tx
+from mcp_memory.db import Conn, Database, Tx
 from mcp_memory.errors import InvalidInputError
 from mcp_memory.ids import new_id
 from mcp_memory.models.records import Observation, Session
@@ -78,8 +78,8 @@ class EpisodicService(Service):
 
     def __init__(self, deps: Deps) -> None:
         super().__init__(deps)
-        deps.indexer.register_source("observation", self._observation_docs)
-        deps.indexer.register_source("session", self._session_docs)
+        deps.indexer.register_source("observation", self._observation_docs, self._observation_lookup)
+        deps.indexer.register_source("session", self._session_docs, self._session_lookup)
 
     async def observe(
         self,
@@ -344,6 +344,16 @@ class EpisodicService(Service):
                 rows = await ObservationRepository(conn).all_in_project(project)
             for batch in self.deps.indexer.batches([observation_doc(o) for o in rows]):
                 yield batch
+
+    @staticmethod
+    async def _observation_lookup(conn: Conn, project: str, ids: Sequence[str]) -> list[DocSpec]:
+        return [observation_doc(o) for o in await ObservationRepository(conn).get_many(ids, project)]
+
+    @staticmethod
+    async def _session_lookup(conn: Conn, project: str, ids: Sequence[str]) -> list[DocSpec]:
+        sessions = SessionRepository(conn)
+        found = [s for i in ids if (s := await sessions.get_or_none(i, project)) is not None]
+        return [spec for s in found if (spec := session_doc(s)) is not None]
 
     async def _session_docs(self, db: Database) -> AsyncIterator[list[DocSpec]]:
         async with db.read() as conn:

@@ -7,14 +7,17 @@ the record, and updates the in-memory index only once the transaction has commit
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 from collections import Counter
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
+from typing import Protocol
 
 from mcp_memory.clock import epoch
-from mcp_memory.db import Database, Tx
+from mcp_memory.db import Conn, Database, Tx
+from mcp_memory.repositories.embeddings import EmbeddingRepository
 from mcp_memory.repositories.meta import MetaRepository
 from mcp_memory.repositories.search_docs import SearchDocRepository
 from mcp_memory.search import dates
@@ -46,6 +49,40 @@ class DocSpec:
 DocSource = Callable[[Database], AsyncIterator[list[DocSpec]]]
 """Yields every record of one kind as batches of DocSpecs (used to re-analyse everything)."""
 
+DocLookup = Callable[[Conn, str, Sequence[str]], Awaitable[list[DocSpec]]]
+"""The DocSpecs of some records of one kind in one project, by id (missing ones left out)."""
+
+
+def spec_text(spec: DocSpec) -> str:
+    """The text a record is indexed (and embedded) from."""
+    return "\n".join(text for text, _ in spec.fields if text)
+
+
+def text_digest(text: str) -> str:
+    """Short digest of indexed text: a stored vector is current while its digest matches."""
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
+
+
+@dataclass(frozen=True, slots=True)
+class EmbedJob:
+    """A record whose text needs a vector."""
+
+    doc_id: str
+    digest: str
+    text: str
+
+
+class VectorFeed(Protocol):
+    """What the indexer tells the embedder (services/embedding.py) when vectors are enabled."""
+
+    model: str
+
+    def wanted(self, jobs: Sequence[EmbedJob]) -> None:
+        """These records were (re-)indexed and have no current vector."""
+
+    def lacking_elsewhere(self, doc_ids: Sequence[str]) -> None:
+        """Another process indexed these records, and they have no vector yet."""
+
 
 class Indexer:
     """The only writer of the search index and of its stored form."""
@@ -56,10 +93,13 @@ class Indexer:
         self._seen_seq = 0  # the last audit-log row whose changes the in-memory index reflects
         self._vocab_mark = 0  # every term id up to this one was read from the database
         self._sources: dict[str, DocSource] = {}
+        self._lookups: dict[str, DocLookup] = {}
+        self.vectors: VectorFeed | None = None  # set when an embedding provider is configured
 
-    def register_source(self, kind: str, source: DocSource) -> None:
-        """Tell the indexer how to enumerate every record of `kind` for a full re-analysis."""
+    def register_source(self, kind: str, source: DocSource, lookup: DocLookup) -> None:
+        """Tell the indexer how to enumerate every record of `kind`, and how to fetch some by id."""
         self._sources[kind] = source
+        self._lookups[kind] = lookup
 
     async def put(self, tx: Tx, spec: DocSpec) -> None:
         """Index (or re-index) one record inside the caller's transaction."""
@@ -70,25 +110,25 @@ class Indexer:
         if not specs:
             return
         analyzer = self.index.analyzer
-        counted: list[tuple[DocSpec, Counter[str]]] = []
+        counted: list[tuple[DocSpec, str, Counter[str]]] = []
         for spec in specs:
             counts: Counter[str] = Counter()
             for text, weight in spec.fields:
                 if text:
                     for term in analyzer.terms(text):
                         counts[term] += weight
+            whole = spec_text(spec)
             if spec.dated:
-                text = "\n".join(text for text, _ in spec.fields)
-                counts.update(dates.record_tokens(text, epoch(spec.at)))
-            counted.append((spec, counts))
-        wanted = {t for _, counts in counted for t in counts}
+                counts.update(dates.record_tokens(whole, epoch(spec.at)))
+            counted.append((spec, whole, counts))
+        wanted = {t for _, _, counts in counted for t in counts}
         known = {t: self.index.vocab[t] for t in wanted if t in self.index.vocab}
         missing = sorted(wanted - known.keys())
         created = await SearchDocRepository(tx).term_ids(missing) if missing else {}
         ids = known | created
         store = SearchDocRepository(tx)
         docs = []
-        for spec, counts in counted:
+        for spec, whole, counts in counted:
             doc = IndexDoc(
                 doc_id=spec.doc_id,
                 kind=spec.kind,
@@ -100,14 +140,25 @@ class Indexer:
                 terms=self.index.pack(counts, ids),
                 seq=spec.seq,
                 weight=spec.weight,
+                digest=text_digest(whole),
             )
             await store.put(doc, ANALYZER_VERSION)
             docs.append(doc)
+        await EmbeddingRepository(tx).delete_stale([(d.doc_id, d.digest) for d in docs])
+        texts = [whole for _, whole, _ in counted]
 
         def apply() -> None:
             self.index.learn_terms(created)
             for doc in docs:
-                self.index.upsert(doc)
+                self.index.upsert(doc)  # keeps the record's vector if its text did not change
+            if self.vectors is not None:
+                jobs = [
+                    EmbedJob(doc.doc_id, doc.digest, text)
+                    for doc, text in zip(docs, texts, strict=True)
+                    if text and not self.index.has_vector(doc.doc_id)
+                ]
+                if jobs:
+                    self.vectors.wanted(jobs)
 
         tx.on_commit(apply)
 
@@ -117,6 +168,7 @@ class Indexer:
             return
         ids = list(doc_ids)
         await SearchDocRepository(tx).delete(ids)
+        await EmbeddingRepository(tx).delete(ids)
 
         def apply() -> None:
             for doc_id in ids:
@@ -136,8 +188,11 @@ class Indexer:
             seen = await MetaRepository(conn).last_audit_seq()
             vocab = await store.vocabulary()
             docs = await store.all_docs()
+            vectors = [] if self.vectors is None else await EmbeddingRepository(conn).current(self.vectors.model)
         self.index.set_vocabulary(vocab)
         self.index.load(docs)
+        if vectors:
+            self.index.load_vectors(vectors)
         self._seen_seq = seen
         self._vocab_mark = max(vocab.values(), default=0)
         self.built = True
@@ -148,17 +203,22 @@ class Indexer:
     async def reanalyse(self, db: Database) -> int:
         """Re-derive every record's stored terms from its source text (analyzer upgrade)."""
         total = 0
-        async with db.transaction("reindex") as tx:
-            await SearchDocRepository(tx).clear()
-            await MetaRepository(tx).set("analyzer_version", "rebuilding")
-        for kind, source in self._sources.items():
-            async for batch in source(db):
-                async with db.transaction("reindex") as tx:
-                    await self.put_many(tx, batch)
-                total += len(batch)
-            logger.debug("re-analysed %s records", kind)
-        async with db.transaction("reindex") as tx:
-            await MetaRepository(tx).set("analyzer_version", str(ANALYZER_VERSION))
+        # Unchanged text keeps its stored vector; the embedder's start-up pass finds the rest.
+        feed, self.vectors = self.vectors, None
+        try:
+            async with db.transaction("reindex") as tx:
+                await SearchDocRepository(tx).clear()
+                await MetaRepository(tx).set("analyzer_version", "rebuilding")
+            for kind, source in self._sources.items():
+                async for batch in source(db):
+                    async with db.transaction("reindex") as tx:
+                        await self.put_many(tx, batch)
+                    total += len(batch)
+                logger.debug("re-analysed %s records", kind)
+            async with db.transaction("reindex") as tx:
+                await MetaRepository(tx).set("analyzer_version", str(ANALYZER_VERSION))
+        finally:
+            self.vectors = feed
         return total
 
     def _after_commit(self, tx: Tx) -> None:
@@ -189,6 +249,11 @@ class Indexer:
             # Not the largest id we know: our own new terms interleave with other processes' ones.
             vocab = await store.vocabulary(after_id=self._vocab_mark)
             docs = {doc.doc_id: doc for doc in await store.get_many(sorted(ids))}
+            vectors = (
+                []
+                if self.vectors is None
+                else await EmbeddingRepository(conn).current(self.vectors.model, sorted(docs))
+            )
         self.index.learn_terms(vocab)
         self._vocab_mark = max(vocab.values(), default=self._vocab_mark)
         for doc_id in ids:
@@ -196,9 +261,29 @@ class Indexer:
                 self.index.upsert(docs[doc_id])
             else:
                 self.index.remove(doc_id)
+        if self.vectors is not None:
+            self.index.load_vectors(vectors)
+            lacking = [doc_id for doc_id in docs if not self.index.has_vector(doc_id)]
+            if lacking:
+                self.vectors.lacking_elsewhere(lacking)
         self._seen_seq = max(self._seen_seq, last)
         logger.debug("index synced with other writers: %d records", len(ids))
         return len(ids)
+
+    async def specs_of(self, db: Database, doc_ids: Sequence[str]) -> list[DocSpec]:
+        """The DocSpecs of indexed records, by id, as their services describe them now."""
+        groups: dict[tuple[str, str], list[str]] = {}
+        for doc_id in doc_ids:
+            place = self.index.locate(doc_id)
+            if place is not None:
+                groups.setdefault(place, []).append(doc_id)
+        specs: list[DocSpec] = []
+        async with db.read() as conn:
+            for (kind, project), ids in groups.items():
+                lookup = self._lookups.get(kind)
+                if lookup is not None:
+                    specs += await lookup(conn, project, ids)
+        return specs
 
     def batches(self, specs: Sequence[DocSpec]) -> list[list[DocSpec]]:
         """Split specs into transaction-sized batches."""

@@ -15,7 +15,7 @@ from collections.abc import AsyncIterator, Sequence
 from datetime import datetime
 
 from mcp_memory.clock import from_iso, weeks_between
-from mcp_memory.db import Database, Tx
+from mcp_memory.db import Conn, Database, Tx
 from mcp_memory.errors import InvalidInputError, NotFoundError
 from mcp_memory.ids import new_id
 from mcp_memory.models.learning import LessonList, LessonRecallResult, LessonSaveResult, LessonView
@@ -71,7 +71,7 @@ class LessonService(Service):
 
     def __init__(self, deps: Deps) -> None:
         super().__init__(deps)
-        deps.indexer.register_source("lesson", self._lesson_docs)
+        deps.indexer.register_source("lesson", self._lesson_docs, self._lesson_lookup)
 
     # -- confidence -------------------------------------------------------------------------------
 
@@ -312,6 +312,10 @@ class LessonService(Service):
         """Index stored lessons (after an import); soft-deleted ones are dropped."""
         await self.deps.indexer.drop(tx, [lesson.id for lesson in lessons if lesson.deleted_at is not None])
         await self.deps.indexer.put_many(tx, [lesson_doc(lesson) for lesson in lessons if lesson.deleted_at is None])
+
+    @staticmethod
+    async def _lesson_lookup(conn: Conn, project: str, ids: Sequence[str]) -> list[DocSpec]:
+        return [lesson_doc(lesson) for lesson in await LessonRepository(conn).get_many(ids, [project])]
 
     async def _lesson_docs(self, db: Database) -> AsyncIterator[list[DocSpec]]:
         async with db.read() as conn:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Sequence
 
-from mcp_memory.db import Database, Tx
+from mcp_memory.db import Conn, Database, Tx
 from mcp_memory.errors import ConflictError
 from mcp_memory.ids import new_id
 from mcp_memory.models.records import Memory
@@ -45,7 +45,7 @@ class MemoryService(Service):
 
     def __init__(self, deps: Deps) -> None:
         super().__init__(deps)
-        deps.indexer.register_source("memory", self._memory_docs)
+        deps.indexer.register_source("memory", self._memory_docs, self._memory_lookup)
 
     async def save(
         self,
@@ -205,6 +205,10 @@ class MemoryService(Service):
                 latest = await MemoryRepository(conn).latest_in_project(project)
             for batch in self.deps.indexer.batches([memory_doc(m) for m in latest]):
                 yield batch
+
+    @staticmethod
+    async def _memory_lookup(conn: Conn, project: str, ids: Sequence[str]) -> list[DocSpec]:
+        return [memory_doc(m) for m in await MemoryRepository(conn).get_many(ids, project) if m.is_latest]
 
     async def reindex(self, tx: Tx, memories: Sequence[Memory]) -> None:
         """Bring the index in line with stored memories (latest indexed, older versions not)."""

@@ -14,8 +14,9 @@ from pydantic import BaseModel, ValidationError
 from mcp_memory import __version__
 from mcp_memory.db import Tx
 from mcp_memory.errors import ConflictError, ImportFormatError, InvalidInputError, MCPMemoryError
-from mcp_memory.models.results import DiagnoseResult, ExportResult, ImportResult, LatencyReport
+from mcp_memory.models.results import DiagnoseResult, EmbeddingReport, ExportResult, ImportResult, LatencyReport
 from mcp_memory.repositories.archive import TABLES, ArchiveRepository, TableSpec
+from mcp_memory.repositories.embeddings import EmbeddingRepository
 from mcp_memory.repositories.memories import MemoryRepository
 from mcp_memory.repositories.meta import MetaRepository
 from mcp_memory.repositories.observations import ObservationRepository
@@ -87,6 +88,7 @@ class OperationsService(Service):
             stored = await SearchDocRepository(conn).counts_by_kind()
             observations = await ObservationRepository(conn).count()
             latest_memories = await MemoryRepository(conn).count(latest_only=True)
+            stored_vectors = await EmbeddingRepository(conn).counts_by_model()
         in_memory = self.deps.index.counts_by_kind()
         expected_ok = stored.get("observation", 0) == observations and stored.get("memory", 0) == latest_memories
         size = 0
@@ -111,7 +113,29 @@ class OperationsService(Service):
             index_postings=self.deps.index.posting_count(),
             projects=self.deps.index.projects(),
             latency=self._latency_probe(),
+            embeddings=self._embedding_report(stored_vectors),
         )
+
+    def _embedding_report(self, stored: dict[str, int]) -> EmbeddingReport:
+        index, embedder = self.deps.index, self.deps.embedder
+        vectors = index.vector_count()
+        report = EmbeddingReport(
+            provider="none",
+            vectors=vectors,
+            lacking=index.doc_count() - vectors,
+            queued=0,
+            embedded=0,
+            failures=0,
+            stored_by_model=stored,
+        )
+        if embedder is not None:
+            report.provider = embedder.model
+            report.dimension = embedder.provider.dim
+            report.queued = embedder.queued
+            report.embedded = embedder.embedded
+            report.failures = embedder.failures
+            report.last_error = embedder.last_error
+        return report
 
     def _latency_probe(self, queries: int = 40) -> LatencyReport:
         """Time searches of random two-term queries drawn from the vocabulary, per project."""

@@ -38,8 +38,12 @@ class SearchService(Service):
         since: str | None = None,
         until: str | None = None,
         kinds: Sequence[str] | None = None,
+        neighbours: int = 0,
     ) -> RecallResult:
-        """Observations (and session summaries) ranked by BM25 for a plain-text query."""
+        """Observations (and session summaries) ranked for a plain-text query.
+
+        With `neighbours`, each observation hit carries that many turns before and after it.
+        """
         wanted = frozenset(kinds) if kinds else EPISODIC_KINDS
         unknown = wanted - SEARCHABLE_KINDS
         if unknown:
@@ -52,11 +56,12 @@ class SearchService(Service):
             since=epoch_or_none(start),
             until=epoch_or_none(end),
         )
-        found = self.deps.index.search(project, query, flt, limit, now=self.now().timestamp())
+        vector = await self.query_vector(query)
+        found = self.deps.index.search(project, query, flt, limit, now=self.now().timestamp(), vector=vector)
         async with self.db.read(snapshot=False) as conn:  # hits are rendered one by one anyway
             if session_id is not None:
                 await SessionRepository(conn).get(session_id, project)
-            hits = await self._render(conn, project, found)
+            hits = await self._render(conn, project, found, neighbours)
         return RecallResult(project=project, query=query, hits=hits)
 
     async def smart_search(
@@ -75,10 +80,11 @@ class SearchService(Service):
         wanted = frozenset(kinds) if kinds else SEARCHABLE_KINDS
         if wanted - SEARCHABLE_KINDS:
             raise InvalidInputError("kinds", f"must be among {sorted(SEARCHABLE_KINDS)}")
+        vector = await self.query_vector(query) if query else None
         async with self.db.read(snapshot=False) as conn:  # hits are rendered one by one anyway
             if query:
                 found = self.deps.index.search(
-                    project, query, SearchFilter(kinds=wanted), limit, now=self.now().timestamp()
+                    project, query, SearchFilter(kinds=wanted), limit, now=self.now().timestamp(), vector=vector
                 )
                 result.hits = await self._render(conn, project, found)
             if ids:
@@ -109,13 +115,15 @@ class SearchService(Service):
         }  # fmt: skip
         into.missing = [i for i in ids if i not in found]
 
-    async def _render(self, conn: Conn, project: str, found: Sequence[IndexHit]) -> list[Hit]:
+    async def _render(self, conn: Conn, project: str, found: Sequence[IndexHit], neighbours: int = 0) -> list[Hit]:
         """Compact hits for index results, in rank order; records deleted meanwhile are skipped."""
         ids_by_kind: dict[str, list[str]] = {}
         for hit in found:
             ids_by_kind.setdefault(hit.kind, []).append(hit.doc_id)
         rendered: dict[str, Hit] = {}
-        for obs in await ObservationRepository(conn).get_many(ids_by_kind.get("observation", []), project):
+        observations = ObservationRepository(conn)
+        for obs in await observations.get_many(ids_by_kind.get("observation", []), project):
+            around = await observations.neighbours(obs.session_id, obs.seq, neighbours) if neighbours else []
             rendered[obs.id] = Hit(
                 id=obs.id,
                 kind="observation",
@@ -127,6 +135,7 @@ class SearchService(Service):
                 ref=obs.ref,
                 occurred_at=obs.occurred_at,
                 created_at=obs.created_at,
+                context=[f"{other.seq - obs.seq:+d}: {shorten(other.content, 200)}" for other in around],
             )
         for mem in await MemoryRepository(conn).get_many(ids_by_kind.get("memory", []), project):
             rendered[mem.id] = Hit(
@@ -165,5 +174,7 @@ class SearchService(Service):
                     created_at=session.created_at,
                 )
         return [
-            rendered[h.doc_id].model_copy(update={"score": round(h.score, 4)}) for h in found if h.doc_id in rendered
+            rendered[h.doc_id].model_copy(update={"score": float(f"{h.score:.4g}")})  # fused scores are small
+            for h in found
+            if h.doc_id in rendered
         ]

@@ -93,6 +93,14 @@ async def memory_recall(
     since: When = None,
     until: When = None,
     include_memories: Annotated[bool, Field(description="Also search long-term memories.")] = False,
+    neighbours: Annotated[
+        int,
+        Field(
+            ge=0,
+            le=3,
+            description="Attach this many turns before and after each observation hit (its session's context).",
+        ),
+    ] = 0,
     project: Project = None,
 ) -> RecallResult:
     """Find past observations and session summaries relevant to a question, best first (compact hits)."""
@@ -106,6 +114,7 @@ async def memory_recall(
         since=since,
         until=until,
         kinds=kinds,
+        neighbours=neighbours,
     )
 
 

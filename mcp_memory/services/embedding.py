@@ -1,0 +1,222 @@
+"""Keeps every indexed record's embedding current, off the write path, and embeds queries.
+
+Only active when an embedding provider is configured. A write commits its record and terms
+without waiting for a model: the indexer hands the record's text to this queue after commit,
+and a background task embeds it in batches (in a worker thread, retried with back-off) and
+stores the vector in its own small transaction. Until then the record is found by BM25 alone.
+At start-up (and a while after giving up on a batch) a catch-up pass queues every record that
+lacks a current vector (a new model, failed attempts, a crash); records another process indexed
+without a vector are queued as soon as this process sees them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import Sequence
+
+import anyio
+import numpy as np
+import numpy.typing as npt
+
+from mcp_memory.clock import Clock, to_iso
+from mcp_memory.db import Database
+from mcp_memory.repositories.embeddings import EmbeddingRepository, StoredVector
+from mcp_memory.search.embeddings import EmbeddingError, EmbeddingProvider
+from mcp_memory.search.index import SearchIndex
+from mcp_memory.services.indexing import EmbedJob, Indexer, spec_text, text_digest
+
+logger = logging.getLogger(__name__)
+
+BATCH = 32
+ATTEMPTS = 5
+FIRST_RETRY_S = 0.2
+LONGEST_RETRY_S = 30.0
+RETRY_LATER_S = 60.0  # after giving up on a batch, look for unembedded records again this much later
+CATCH_UP_PAGE = 1_000
+
+
+class Embedder:
+    """The provider, a queue of records to embed, the task that drains it, and query embeddings."""
+
+    def __init__(
+        self,
+        provider: EmbeddingProvider,
+        db: Database,
+        index: SearchIndex,
+        indexer: Indexer,
+        clock: Clock,
+        query_timeout_s: float,
+    ) -> None:
+        self.provider = provider
+        self.model = provider.name
+        self.db = db
+        self.index = index
+        self.indexer = indexer
+        self.clock = clock
+        self.query_timeout_s = query_timeout_s
+        self._queue: dict[str, EmbedJob] = {}  # insertion-ordered; a newer job for a record replaces the older
+        self._wake = asyncio.Event()
+        self._idle = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+        self._elsewhere: set[str] = set()
+        self._catch_up_due = True  # at start-up, and after giving up on a batch
+        self._next_catch_up = 0.0
+        self.embedded = 0
+        self.failures = 0
+        self.last_error: str | None = None
+
+    # -- the indexer's feed ---------------------------------------------------------------------------
+
+    def wanted(self, jobs: Sequence[EmbedJob]) -> None:
+        """Queue records that were (re-)indexed without a current vector."""
+        for job in jobs:
+            self._queue.pop(job.doc_id, None)
+            self._queue[job.doc_id] = job
+        self._idle.clear()
+        self._wake.set()
+
+    def lacking_elsewhere(self, doc_ids: Sequence[str]) -> None:
+        """Another process indexed these records without vectors: fetch their text and queue them."""
+        self._elsewhere.update(doc_ids)
+        self._idle.clear()
+        self._wake.set()
+
+    # -- life-cycle -----------------------------------------------------------------------------------
+
+    def start(self) -> None:
+        """Start draining the queue (after the index is built)."""
+        self.indexer.vectors = self
+        self._task = asyncio.get_running_loop().create_task(self._run(), name="mcp-memory-embedder")
+
+    async def stop(self) -> None:
+        """Stop the background task; whatever is left is found again at the next start."""
+        self.indexer.vectors = None
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+            self._task = None
+
+    async def wait_idle(self) -> None:
+        """Return once nothing is queued, in flight or due (tests and benchmarks use it)."""
+        await self._idle.wait()
+
+    @property
+    def queued(self) -> int:
+        return len(self._queue)
+
+    # -- queries ----------------------------------------------------------------------------------------
+
+    async def query_vector(self, text: str) -> npt.NDArray[np.float32] | None:
+        """The query's embedding, or None (search goes on with BM25 alone) on failure or timeout."""
+        if not text.strip():
+            return None
+        try:
+            with anyio.fail_after(self.query_timeout_s):
+                vectors = await anyio.to_thread.run_sync(self.provider.embed, [text], abandon_on_cancel=True)
+        except TimeoutError:
+            self._failed(f"query embedding took longer than {self.query_timeout_s:g} s")
+            return None
+        except EmbeddingError as exc:
+            self._failed(str(exc))
+            return None
+        return vectors[0] if len(vectors) else None
+
+    # -- the worker -----------------------------------------------------------------------------------
+
+    async def _run(self) -> None:
+        while True:
+            try:
+                if self._catch_up_due and time.monotonic() >= self._next_catch_up:
+                    self._catch_up_due = False
+                    await self._catch_up()
+                    self._next_catch_up = time.monotonic() + RETRY_LATER_S
+                if self._elsewhere:
+                    ids, self._elsewhere = sorted(self._elsewhere), set()
+                    await self._queue_current(ids)
+                if self._queue:
+                    await self._drain_one_batch()
+                    continue
+            except Exception as exc:  # the worker must outlive any one bad batch or database hiccup
+                logger.exception("embedding worker: %s", exc)
+                self._failed(f"embedding worker: {exc}")
+                await anyio.sleep(FIRST_RETRY_S)
+                continue
+            if not self._catch_up_due and not self._elsewhere:
+                self._idle.set()
+            self._wake.clear()
+            wait = None if not self._catch_up_due else max(0.0, self._next_catch_up - time.monotonic())
+            with anyio.move_on_after(wait):
+                await self._wake.wait()
+
+    async def _drain_one_batch(self) -> None:
+        batch: list[EmbedJob] = []
+        while self._queue and len(batch) < BATCH:
+            doc_id = next(iter(self._queue))
+            job = self._queue.pop(doc_id)
+            if doc_id in self.index and not self.index.has_vector(doc_id):
+                batch.append(job)
+        if not batch:
+            return
+        vectors = await self._embed_with_retries([job.text for job in batch])
+        if vectors is None:
+            self._catch_up_due = True  # given up for now: a later catch-up pass finds these records again
+            return
+        rows = [
+            StoredVector(job.doc_id, job.digest, vector.tobytes()) for job, vector in zip(batch, vectors, strict=True)
+        ]
+        async with self.db.transaction("embed") as tx:
+            await EmbeddingRepository(tx).put_current(self.model, vectors.shape[1], rows, to_iso(self.clock()))
+            for job in batch:
+                tx.changed("embedding", job.doc_id, "embed")
+
+            def attach() -> None:
+                for job, vector in zip(batch, vectors, strict=True):
+                    self.index.set_vector(job.doc_id, job.digest, vector)  # no-op if re-indexed meanwhile
+
+            tx.on_commit(attach)
+        self.embedded += len(batch)
+
+    async def _embed_with_retries(self, texts: list[str]) -> npt.NDArray[np.float32] | None:
+        delay = FIRST_RETRY_S
+        for attempt in range(1, ATTEMPTS + 1):
+            try:
+                return await anyio.to_thread.run_sync(self.provider.embed, texts)
+            except EmbeddingError as exc:
+                self._failed(str(exc))
+                if attempt == ATTEMPTS:
+                    logger.warning("embedding %d records failed %d times, left for later: %s", len(texts), attempt, exc)
+                    return None
+                logger.info(
+                    "embedding failed (attempt %d of %d), retrying in %.1f s: %s", attempt, ATTEMPTS, delay, exc
+                )
+                await anyio.sleep(delay)
+                delay = min(delay * 3, LONGEST_RETRY_S)
+        return None
+
+    async def _catch_up(self) -> None:
+        """Queue every indexed record that lacks a current vector of this model."""
+        async with self.db.read() as conn:
+            lacking = [doc_id for doc_id, _ in await EmbeddingRepository(conn).lacking(self.model)]
+        missing = [doc_id for doc_id in lacking if doc_id not in self._queue]
+        for start in range(0, len(missing), CATCH_UP_PAGE):
+            await self._queue_current(missing[start : start + CATCH_UP_PAGE])
+        if missing:
+            logger.info("%d records had no current %s vector", len(missing), self.model)
+
+    async def _queue_current(self, doc_ids: Sequence[str]) -> None:
+        """Queue records by id, with their text as their services describe it now."""
+        jobs = []
+        for spec in await self.indexer.specs_of(self.db, doc_ids):
+            text = spec_text(spec)
+            if text:
+                jobs.append(EmbedJob(spec.doc_id, text_digest(text), text))
+        if jobs:
+            self.wanted(jobs)
+
+    def _failed(self, message: str) -> None:
+        self.failures += 1
+        self.last_error = message
