@@ -383,7 +383,7 @@ def vector_run(conversations: Sequence[Conversation], provider: Any) -> tuple[Sc
 
 
 def analyzer_run(conversations: Sequence[Conversation]) -> tuple[Scores, list[float]]:
-    """Diagnostic: rank-bm25 over our analyzer's terms of the turn text alone (no title/facts/concepts)."""
+    """Diagnostic: rank-bm25 over our analyzer's terms of the turn text (none of our ranking steps)."""
     from mcp_memory.search.analyzer import Analyzer
 
     analyzer = Analyzer()
@@ -473,8 +473,8 @@ def report(
     notes = [
         "Notes: ours = memory_recall through MCP (query p50 includes the MCP round trip; naive = get_scores + sort).",
         "Naive rows rank like rank_bm25's get_top_n (np.argsort(scores)[::-1]), zero scores included.",
-        "'rank-bm25 + our analyzer' indexes the turn text alone; ours also indexes the extracted title, facts and "
-        "concepts, so the difference isolates how observations are indexed from how text is analysed.",
+        "'rank-bm25 + our analyzer' scores the same turn text with our analyzer's terms and rank-bm25's k1 and b, "
+        "without dates, context, session evidence or boosts: the difference from ours is those ranking steps.",
     ]
     return "\n".join(lines) + out + "\n" + "\n".join(notes) + "\n"
 

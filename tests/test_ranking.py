@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from mcp_memory.search.bm25 import BM25Params, Partition, encode_terms
 from mcp_memory.search.docstore import Columns, DocAttrs, Filter
-from mcp_memory.search.ranking import DAY_S, RankParams, boosted, with_context
+from mcp_memory.search.ranking import DAY_S, RankParams, boosted, rerank_pool, with_context
 
 OFF = RankParams(before=0, after=0, window=0, session=0, importance=0, recency=0)
 NOW = 1_800_000_000.0
@@ -176,6 +176,62 @@ def test_with_context_returns_hits_and_their_neighbours_once() -> None:
     docs, scores = with_context(acc, np.array([1, 3], dtype=np.int32), prev, nxt, session, seq, rank)
     assert docs.tolist() == [0, 1, 2, 3, 4]
     assert scores.tolist() == pytest.approx([0.25 * 2, 2.0, 0.5 * 2 + 0.25 * 1, 1.0, 0.5 * 1])
+
+
+@settings(max_examples=80, deadline=None)
+@given(
+    sessions=st.lists(st.integers(0, 3), min_size=1, max_size=40),
+    scores=st.lists(st.sampled_from([0.0, 0.0, 0.5, 1.0, 2.5, -0.25]), min_size=40, max_size=40),
+    allowed=st.lists(st.booleans(), min_size=40, max_size=40),
+    depth=st.integers(1, 6),
+)
+def test_a_rerank_pool_scores_its_candidates_exactly(
+    sessions: list[int], scores: list[float], allowed: list[bool], depth: int
+) -> None:
+    # Records in session order, each session's first record being its summary (seq < 0).
+    n = len(sessions)
+    prev, nxt = np.full(n, -1, dtype=np.int32), np.full(n, -1, dtype=np.int32)
+    seq = np.zeros(n, dtype=np.int32)
+    last: dict[int, int] = {}
+    for i, code in enumerate(sessions):
+        if code == 0:
+            continue
+        if code not in last:
+            seq[i], last[code] = -1, -1
+            continue
+        seq[i] = i + 1
+        if last[code] >= 0:
+            prev[i], nxt[last[code]] = last[code], i
+        last[code] = i
+    acc = np.array(scores[:n])
+    eligible = np.array(allowed[:n])
+    hits = np.flatnonzero(acc > 0).astype(np.int32)
+    rank = RankParams(before=0.4, after=0.2, window=2, session=0.4)
+    session = np.array(sessions, dtype=np.int32)
+
+    def scored(pool: np.ndarray) -> dict[int, float]:
+        docs, values = with_context(acc, pool, prev, nxt, session, seq, rank, eligible)
+        return dict(zip(docs.tolist(), values.tolist(), strict=True))
+
+    full, pooled = scored(hits), scored(rerank_pool(acc, hits, eligible, depth))
+    # a smaller pool drops candidates but never changes the score of one it keeps
+    assert set(pooled) <= set(full)
+    assert all(pooled[doc] == full[doc] for doc in pooled)
+    # and keeps the best matches that may be returned, ties included
+    best = sorted((acc[i] for i in hits if eligible[i]), reverse=True)
+    if best:
+        edge = best[min(depth, len(best)) - 1]
+        assert {int(i) for i in hits if eligible[i] and acc[i] >= edge} <= set(pooled)
+
+
+def test_a_filtered_query_finds_its_records_beyond_the_pool_of_the_whole_corpus() -> None:
+    # 30 strong matches of another kind would fill a pool of 5; the two weak turns of kind 1 still count
+    docs = [(f"other{i}", [1, 1, 1], DocAttrs(2, 0, 0, NOW)) for i in range(30)]
+    docs += [("weak", [1, 50], _turn(1, 1)), ("next", [50], _turn(1, 2))]
+    rank = RankParams(before=0.4, after=0.2, window=1, session=0, importance=0, recency=0, depth=5)
+    partition = _partition(docs, rank)
+    found = [key for key, _, _ in partition.search([1], Filter(kinds=frozenset({1})), 10, NOW)]
+    assert found == ["weak", "next"]
 
 
 # -- incremental equals rebuilt, with sessions ----------------------------------------------------

@@ -18,7 +18,15 @@ import numpy as np
 import numpy.typing as npt
 
 from mcp_memory.search.docstore import Columns, DocAttrs, DocStore, Filter, IntArray
-from mcp_memory.search.ranking import Ranked, RankParams, boosted, reciprocal_rank_fusion, with_context
+from mcp_memory.search.ranking import (
+    Ranked,
+    RankParams,
+    boosted,
+    contenders,
+    reciprocal_rank_fusion,
+    rerank_pool,
+    with_context,
+)
 
 TERM_DTYPE = np.dtype([("t", "<i4"), ("f", "<u2")])
 """Stored form of a document's terms: (term id, count) pairs, 6 bytes each."""
@@ -242,9 +250,15 @@ class Partition(DocStore):
                 matched[docs] += 1
             idf = self.idf(term)
             if idf:
+                # in-place steps and take/put: the same arithmetic with fewer temporaries
                 tf = postings.tfs.astype(np.float64)
-                part = idf * (tf * (k1 + 1) / (tf + norm[docs]))
-                acc[docs] += part if repeats == 1 else part * repeats
+                denominator = np.take(norm, docs)
+                denominator += tf
+                tf *= k1 + 1
+                tf /= denominator
+                tf *= idf * repeats if repeats != 1 else idf
+                tf += np.take(acc, docs)
+                np.put(acc, docs, tf)
         return acc, matched
 
     def _norm(self) -> FloatArray:
@@ -310,13 +324,17 @@ class Partition(DocStore):
         """
         hits, acc = self._positives(query)
         n = len(self.keys)
+        eligible = self._alive[:n] & self._mask(None, flt)
+        pool = rerank_pool(acc, hits, eligible, self.rank.depth)
         docs, scores = with_context(
-            acc, hits, self._prev[:n], self._next[:n], self._session[:n], self._seq[:n], self.rank
+            acc, pool, self._prev[:n], self._next[:n], self._session[:n], self._seq[:n], self.rank, eligible
         )
-        keep = self._alive[docs] & self._mask(docs, flt)
+        positive = scores > 0
+        docs, scores = docs[positive], scores[positive]
+        keep = contenders(scores, limit, self.rank, now is not None)
         docs, scores = docs[keep], scores[keep]
         scores = boosted(scores, self._weight[docs], self._at[docs], now, self.rank)
-        ranked = self._top(docs[scores > 0], scores[scores > 0], limit)
+        ranked = self._top(docs, scores, limit)
         if len(ranked) < limit:
             acc, matched = self._accumulate(query, with_matched=True)
             assert matched is not None

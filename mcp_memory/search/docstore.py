@@ -130,8 +130,14 @@ class DocStore:
         i = self.local.get(key)
         return None if i is None else self._attrs(i)
 
-    def _mask(self, docs: IntArray, flt: Filter) -> npt.NDArray[np.bool_]:
-        keep = np.ones(len(docs), dtype=bool)
+    def _mask(self, docs: IntArray | None, flt: Filter) -> npt.NDArray[np.bool_]:
+        """Which of `docs` (None: every local id) pass the filter."""
+        if docs is None:
+            count = len(self.keys)
+            keep = np.ones(count, dtype=bool)
+            docs = slice(0, count)  # type: ignore[assignment]  # a view, not a gather
+        else:
+            keep = np.ones(len(docs), dtype=bool)
         if flt.kinds is not None:
             keep &= _one_of(self._kind[docs], flt.kinds)
         if flt.subtypes is not None:

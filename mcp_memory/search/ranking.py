@@ -7,6 +7,12 @@ A session with a strongly matching record lifts its other records by `session` �
 score. Then two bounded boosts: importance (± `importance` / 2 around the default 0.5) and
 recency (up to + `recency` for a record written now, halving every `half_life_days`).
 
+Context and session evidence re-rank a pool: every BM25 match when there are up to `depth` of
+them, else the `depth` best (plus the `depth` best passing the query's filter), with their
+neighbours. A record whose own score and whose neighbours' are all below the pool's cannot be
+returned by that query, which keeps a query matching most of a 100k corpus as fast as one
+matching a few records; the scores of the records ranked are exact.
+
 With embeddings, the BM25 ranking (all of the above) and the vector ranking (cosine, with the
 same two boosts) are fused by reciprocal rank fusion: each record scores
 Σ weight / (rrf_k + rank) over the rankings it appears in.
@@ -24,6 +30,7 @@ import numpy.typing as npt
 
 FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.int32]
+BoolArray = npt.NDArray[np.bool_]
 
 DAY_S = 86_400.0
 
@@ -39,8 +46,35 @@ class RankParams:
     importance: float = 0.1
     recency: float = 0.05
     half_life_days: float = 30.0
+    depth: int = 1000  # BM25 matches whose context is weighed (see rerank_pool)
     vector_weight: float = 0.1  # of the vector ranking in the fusion (BM25's is 1)
     rrf_k: int = 60
+
+
+def rerank_pool(acc: FloatArray, hits: IntArray, eligible: BoolArray, depth: int) -> IntArray:
+    """The hits whose context and session are weighed (ascending): all of them up to `depth`, else
+    the `depth` best overall (they lend their scores) and the `depth` best passing the filter.
+
+    Records outside the pool and not next to it can still be returned by a smaller query, never
+    by this one; the pool includes every tie at its edge, so the answer does not depend on the
+    order records were added in.
+    """
+    if len(hits) <= depth:
+        return hits
+    pools = [_best(acc, hits, depth)]
+    allowed = hits[eligible[hits]]
+    if len(allowed) < len(hits):
+        pools.append(_best(acc, allowed, depth))
+    return _sorted_unique(np.concatenate(pools))
+
+
+def _best(acc: FloatArray, docs: IntArray, depth: int) -> IntArray:
+    if len(docs) <= depth:
+        return docs
+    scores = acc[docs]
+    edge = float(np.partition(scores, len(docs) - depth)[len(docs) - depth])
+    best: IntArray = docs[scores >= edge]
+    return best
 
 
 def with_context(
@@ -51,52 +85,96 @@ def with_context(
     session: IntArray,
     seq: IntArray,
     params: RankParams,
+    eligible: BoolArray | None = None,
 ) -> tuple[IntArray, FloatArray]:
     """Candidates (the hits and their neighbours) and their scores with context and session added.
 
-    `acc` holds every record's BM25 score, `hits` the records scoring above zero, `prev`/`nxt`
-    each record's neighbour in its session (-1 for none), `seq` its position in its session:
-    positive for a session's records, negative for the session's own summary (it lends its score
-    to the session's records but is not one of them), 0 for records outside sessions.
+    `acc` holds every record's BM25 score, `hits` the records scoring above zero whose context
+    counts (ascending; see rerank_pool), `prev`/`nxt` each record's neighbour in its session (-1
+    for none), `seq` its position in its session: positive for a session's records, negative for
+    the session's own summary (it lends its score to the session's records but is not one of
+    them), 0 for records outside sessions. `eligible` marks the records that may be returned
+    (alive and passing the filter); the others still lend their scores.
     """
-    parts = [hits]
-    if params.window and (params.before or params.after):
-        for links in (nxt, prev):  # a hit lends its score to the records after and before it
-            ring = hits
-            for _ in range(params.window):
-                ring = links[ring]
-                ring = ring[ring >= 0]
-                parts.append(ring)
-    candidates = np.unique(np.concatenate(parts)).astype(np.int32)
-    scores = acc[candidates].copy()
-    if params.window and (params.before or params.after):
-        back, ahead = candidates.copy(), candidates.copy()
-        for distance in range(1, params.window + 1):
-            back = np.where(back >= 0, prev[np.maximum(back, 0)], -1)
-            ahead = np.where(ahead >= 0, nxt[np.maximum(ahead, 0)], -1)
-            scores += params.before / distance * np.where(back >= 0, acc[np.maximum(back, 0)], 0.0)
-            scores += params.after / distance * np.where(ahead >= 0, acc[np.maximum(ahead, 0)], 0.0)
+    context = bool(params.window and (params.before or params.after))
+    candidates, scores = _context(acc, hits, prev, nxt, params) if context else (hits, acc[hits])
     if params.session:
-        strong = hits[seq[hits] != 0]
-        if len(strong):
-            codes, inverse = np.unique(session[strong], return_inverse=True)
-            best = np.zeros(len(codes), dtype=np.float64)
-            np.maximum.at(best, inverse, acc[strong])
-            place = np.minimum(np.searchsorted(codes, session[candidates]), len(codes) - 1)
-            same = (codes[place] == session[candidates]) & (seq[candidates] > 0)
-            scores += params.session * np.where(same, best[place], 0.0)
+        scores = scores + params.session * _session_best(acc, hits, session, seq, candidates)
+    if eligible is not None:
+        keep = eligible[candidates]
+        candidates, scores = candidates[keep], scores[keep]
     return candidates, scores
+
+
+def _context(
+    acc: FloatArray, hits: IntArray, prev: IntArray, nxt: IntArray, params: RankParams
+) -> tuple[IntArray, FloatArray]:
+    """The hits and their neighbours, with the shares of their neighbours' scores added."""
+    parts = [hits]
+    for links in (nxt, prev):  # a hit lends its score to the records after and before it
+        ring = hits
+        for _ in range(params.window):
+            ring = links[ring]
+            ring = ring[ring >= 0]
+            parts.append(ring)
+    candidates = _sorted_unique(np.concatenate(parts))
+    scores = acc[candidates].copy()
+    back, ahead = candidates.copy(), candidates.copy()
+    for distance in range(1, params.window + 1):
+        back = np.where(back >= 0, prev[np.maximum(back, 0)], -1)
+        ahead = np.where(ahead >= 0, nxt[np.maximum(ahead, 0)], -1)
+        scores += params.before / distance * np.where(back >= 0, acc[np.maximum(back, 0)], 0.0)
+        scores += params.after / distance * np.where(ahead >= 0, acc[np.maximum(ahead, 0)], 0.0)
+    return candidates, scores
+
+
+def _sorted_unique(values: IntArray) -> IntArray:
+    """np.unique by sorting (NumPy's hash-based unique is far slower on tens of thousands of ints)."""
+    values = np.sort(values)
+    if len(values) > 1:
+        values = values[np.concatenate(([True], values[1:] != values[:-1]))]
+    return values.astype(np.int32)
+
+
+def _session_best(acc: FloatArray, hits: IntArray, session: IntArray, seq: IntArray, docs: IntArray) -> FloatArray:
+    """For each of `docs`, the best score among the hits of its session (0 outside sessions).
+
+    The pool's best is the session's best: a hit left out of the pool scores below all of it.
+    """
+    strong = hits[seq[hits] != 0]
+    if not len(strong):
+        return np.zeros(len(docs), dtype=np.float64)
+    best = np.zeros(int(session[strong].max()) + 2, dtype=np.float64)  # the last slot stays 0
+    np.maximum.at(best, session[strong], acc[strong])
+    codes = np.minimum(session[docs], len(best) - 1)
+    return np.where(seq[docs] > 0, np.take(best, codes), 0.0)
 
 
 def boosted(
     scores: FloatArray, weight: FloatArray, at: FloatArray, now: float | None, params: RankParams
 ) -> FloatArray:
     """Scores with the bounded importance and recency boosts applied."""
-    out = scores * (1.0 + params.importance * (weight - 0.5))
+    out = scores * (1.0 + params.importance * (np.clip(weight, 0.0, 1.0) - 0.5))
     if now is not None and params.recency:
         age_days = np.maximum(now - at, 0.0) / DAY_S
         out *= 1.0 + params.recency * np.exp2(-age_days / params.half_life_days)
     return out
+
+
+def contenders(scores: FloatArray, limit: int, params: RankParams, recency: bool) -> IntArray:
+    """Positions of the positive `scores` that the boosts could still carry into the top `limit`.
+
+    The boosts move a score by bounded factors, so a record whose best case stays below the
+    worst case of the `limit`-th best cannot make the page; skipping them spares boosting and
+    sorting a corpus-sized candidate set when a query matches most records.
+    """
+    if len(scores) <= 4 * limit:
+        return np.arange(len(scores), dtype=np.int32)
+    low = 1.0 - params.importance / 2
+    high = (1.0 + params.importance / 2) * (1.0 + params.recency if recency else 1.0)
+    kth = np.partition(scores, len(scores) - limit)[len(scores) - limit]
+    # a hair of slack so a rounding difference from boosted() never drops a true contender
+    return np.flatnonzero(scores * high >= kth * low * (1 - 1e-9)).astype(np.int32)
 
 
 Ranked = list[tuple[str, float, float]]
