@@ -105,9 +105,18 @@ def _group_by_term(
     if len(terms) and (int(terms.max()) >= 1 << 23 or int(owners.max()) >= 1 << 24):
         order = np.argsort(terms, kind="stable")
         return terms[order].astype(np.int32), owners[order].astype(np.int32), pairs["f"][order]
-    key = (terms << 40) | (owners << 16) | pairs["f"].astype(np.int64)
+    # in place: each temporary of a few million int64s costs more in page faults than in arithmetic
+    key = terms
+    key <<= 24
+    key |= owners
+    key <<= 16
+    key |= pairs["f"]
     key.sort()
-    return (key >> 40).astype(np.int32), ((key >> 16) & 0xFFFFFF).astype(np.int32), (key & 0xFFFF).astype(np.uint16)
+    tfs = key.astype(np.uint16)  # the low 16 bits
+    key >>= 16
+    docs = (key & 0xFFFFFF).astype(np.int32)
+    key >>= 24
+    return key.astype(np.int32), docs, tfs
 
 
 class Partition(DocStore):

@@ -315,9 +315,12 @@ class DocStore:
             same = self._session[order[1:]] == self._session[order[:-1]]
             self._next[order[:-1][same]] = order[1:][same]
             self._prev[order[1:][same]] = order[:-1][same]
-        chains: dict[int, list[tuple[int, int]]] = {}
-        for local, session, seq in zip(
-            order.tolist(), self._session[order].tolist(), self._seq[order].tolist(), strict=True
-        ):
-            chains.setdefault(session, []).append((seq, local))
-        self._chains = chains
+        sessions = self._session[order]
+        cuts = (np.flatnonzero(sessions[1:] != sessions[:-1]) + 1).tolist() if len(order) else []
+        starts, ends = [0, *cuts], [*cuts, len(order)]
+        locals_, seqs = order.tolist(), self._seq[order].tolist()
+        self._chains = {
+            int(sessions[start]): list(zip(seqs[start:end], locals_[start:end], strict=True))
+            for start, end in zip(starts, ends, strict=True)
+            if end > start
+        }
