@@ -175,7 +175,10 @@ class Settings(BaseModel):
     @model_validator(mode="after")
     def _embedding_model_named(self) -> Settings:
         if self.embeddings == "openai" and not self.embedding_model:
-            raise ValueError("embedding_model: required with --embeddings openai (e.g. nomic-embed-text)")
+            raise ValueError(
+                "--embedding-model (MCP_MEMORY_EMBEDDING_MODEL) is required with --embeddings openai,"
+                " e.g. nomic-embed-text"
+            )
         return self
 
     @field_validator("db", "auth_token_file")
@@ -225,6 +228,7 @@ class Settings(BaseModel):
             problems = []
             for err in exc.errors():
                 field = str(err["loc"][0]) if err["loc"] else ""
-                where = source.get(field, field)
-                problems.append(f"{where}: {err['msg']}")
+                message = err["msg"].removeprefix("Value error, ")
+                # whole-model checks have no location; their message names the setting itself
+                problems.append(f"{source.get(field, field)}: {message}" if field else message)
             raise ValueError("; ".join(problems)) from None

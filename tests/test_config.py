@@ -34,6 +34,12 @@ def test_a_bad_value_names_its_source() -> None:
         Settings.resolve({"transport": "carrier-pigeon"}, {})
 
 
+def test_a_setting_that_needs_another_names_the_missing_one() -> None:
+    with pytest.raises(ValueError, match=r"^--embedding-model \(MCP_MEMORY_EMBEDDING_MODEL\) is required"):
+        Settings.resolve({"embeddings": "openai"}, {})
+    assert Settings.resolve({"embeddings": "openai", "embedding_model": "nomic-embed-text"}, {}).embedding_model
+
+
 def test_default_database_lives_in_the_user_data_directory() -> None:
     settings = Settings.resolve({}, {})
     assert settings.db.name == "memory.db"
