@@ -287,3 +287,16 @@ def test_incremental_context_ranking_equals_a_rebuild(
     want = rebuilt.search(query, Filter(), 100, NOW)
     assert [k for k, _, _ in got] == [k for k, _, _ in want]
     assert [s for _, s, _ in got] == pytest.approx([s for _, s, _ in want], rel=1e-9)
+
+
+def test_a_weak_match_lifted_by_its_context_is_listed_once() -> None:
+    # Term 1 is in every record and term 2 in one, so the mean idf is negative and term 1 scores
+    # below zero: "y" matches only term 1, yet the strong record before it lifts it above zero.
+    rank = RankParams(before=0.4, after=0.2, window=1, session=0, importance=0, recency=0)
+    partition = Partition(BM25Params(), rank)
+    for key, terms, seq in (("x", [1, 2, 2, 2], 1), ("y", [1], 2), ("z", [1, 3], 3)):
+        partition.add(key, encode_terms(Counter(terms).items()), len(terms), _turn(1, seq))
+    ranked = partition.search([1, 2], Filter(), 10, NOW)
+    keys = [key for key, _, _ in ranked]
+    assert sorted(keys) == ["x", "y", "z"]
+    assert keys[:2] == ["x", "y"]

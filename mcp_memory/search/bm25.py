@@ -348,6 +348,7 @@ class Partition(DocStore):
             acc, matched = self._accumulate(query, with_matched=True)
             assert matched is not None
             weak = np.flatnonzero((matched > 0) & (acc <= 0)).astype(np.int32)
+            weak = np.setdiff1d(weak, docs, assume_unique=True)  # context may have ranked some already
             weak = weak[self._alive[weak]]
             weak = weak[self._mask(weak, flt)]
             # Order the weak matches by terms matched, then by their (non-positive) score.
