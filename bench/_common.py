@@ -23,22 +23,23 @@ def _status_kib(field: str) -> int | None:
     return None
 
 
-def rss_mib() -> float:
-    """Current resident set size of this process in MiB (VmRSS; peak RSS where /proc is missing)."""
-    kib = _status_kib("VmRSS")
+def _mib(status_key: str) -> float:
+    """A /proc/self/status memory figure in MiB, or the peak RSS where /proc is missing."""
+    kib = _status_kib(status_key)
     if kib is None:
         peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
         kib = peak // 1024 if sys.platform == "darwin" else peak
     return kib / 1024
+
+
+def rss_mib() -> float:
+    """Current resident set size of this process in MiB (VmRSS; peak RSS where /proc is missing)."""
+    return _mib("VmRSS")
 
 
 def peak_rss_mib() -> float:
     """Peak resident set size of this process so far, in MiB."""
-    kib = _status_kib("VmHWM")
-    if kib is None:
-        peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-        kib = peak // 1024 if sys.platform == "darwin" else peak
-    return kib / 1024
+    return _mib("VmHWM")
 
 
 def code_version() -> str:
