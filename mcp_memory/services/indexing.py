@@ -124,9 +124,9 @@ class Indexer:
         wanted = {t for _, _, counts in counted for t in counts}
         known = {t: self.index.vocab[t] for t in wanted if t in self.index.vocab}
         missing = sorted(wanted - known.keys())
-        created = await SearchDocRepository(tx).term_ids(missing) if missing else {}
-        ids = known | created
         store = SearchDocRepository(tx)
+        created = await store.term_ids(missing) if missing else {}
+        ids = known | created
         docs = []
         for spec, whole, counts in counted:
             doc = IndexDoc(
