@@ -25,6 +25,7 @@ _MARKER = re.compile(r"\[(?:REDACTED:[A-Za-z0-9_.-]{1,64}|private)\]")
 _KIND = re.compile(r"[A-Za-z0-9_.-]{1,64}")
 _TAG = re.compile(r"<\s{0,5}(/?)\s{0,5}private(?:\s[^<>]{0,200})?>", re.IGNORECASE)
 _KEYWORDS = r"(?:passw(?:or)?d|passphrase|pwd|secret|(?:api|access|secret|private)[_-]?key|apikey|token)"
+_KEYWORD_NEEDLES = ("pass", "pwd", "secret", "key", "token")
 _VALUE = (
     r"""(?:"(?P<dq>(?:[^"\\\n]|\\.){0,1000})"?|'(?P<sq>(?:[^'\\\n]|\\.){0,1000})'?"""
     r"""|(?P<uq>[^\s"'`,;&)\]}]{1,512}))"""
@@ -109,10 +110,19 @@ class _Rule:
     kind: str
     pattern: re.Pattern[str]
     pick: _Pick = _whole
+    # Substrings of which every match contains one, in `str.casefold()` form (each letter of them
+    # is matched case-insensitively only by characters that casefold to it): a text holding none
+    # is skipped without running the pattern, which is what keeps cleaning cheap.
+    needles: tuple[str, ...] = ()
 
 
-def _rule(kind: str, regex: str, pick: _Pick = _whole) -> _Rule:
-    return _Rule(kind, re.compile(regex), pick)
+def _rule(kind: str, regex: str, pick: _Pick = _whole, needles: tuple[str, ...] = ()) -> _Rule:
+    return _Rule(kind, re.compile(regex), pick, needles)
+
+
+def _prefixes(head: str, letters: str, tail: str) -> tuple[str, ...]:
+    """The literal prefixes `head[letters]tail` spells out, as needles."""
+    return tuple(head + letter + tail for letter in letters)
 
 
 def _token(prefix: str, width: int, body: str, edge: str = "A-Za-z0-9_-") -> str:
@@ -127,30 +137,36 @@ _SPECIFIC = (
         "private_key",
         r"(?s)-----BEGIN[A-Z0-9 ]{0,40}PRIVATE KEY(?: BLOCK)?-----"
         r"(?:.*?-----END[A-Z0-9 ]{0,40}PRIVATE KEY(?: BLOCK)?-----|.*)",  # unterminated: to the end
+        needles=("-----begin",),
     ),
-    _rule("anthropic_key", _token("sk-ant-", 7, _B64 + "{16,300}")),
-    _rule("openai_key", _token("sk-", 3, f"(?:proj-|svcacct-|admin-)?{_B64}{{20,300}}"), _with_digit),
-    _rule("stripe_key", _token("[sr]k_", 3, "(?:live|test)_[A-Za-z0-9]{20,250}")),
-    _rule("github_token", _token("gh[pousr]_", 4, "[A-Za-z0-9]{36,255}")),
-    _rule("github_token", _token("github_pat_", 11, r"\w{22,255}")),
-    _rule("gitlab_token", _token("glpat-", 6, _B64 + "{20,100}")),
-    _rule("slack_token", _token("xox[abprs]-", 5, "[A-Za-z0-9-]{10,250}")),
-    _rule("slack_token", r"https?://hooks\.slack\.com/(?:services|workflows|triggers)/[\w/-]{8,300}"),
-    _rule("aws_access_key", _token("A[KS]IA", 4, "[A-Z0-9]{16}(?![A-Za-z0-9])", "A-Za-z0-9")),
+    _rule("anthropic_key", _token("sk-ant-", 7, _B64 + "{16,300}"), needles=("sk-ant-",)),
+    _rule("openai_key", _token("sk-", 3, f"(?:proj-|svcacct-|admin-)?{_B64}{{20,300}}"), _with_digit, ("sk-",)),
+    _rule("stripe_key", _token("[sr]k_", 3, "(?:live|test)_[A-Za-z0-9]{20,250}"), needles=("sk_", "rk_")),
+    _rule("github_token", _token("gh[pousr]_", 4, "[A-Za-z0-9]{36,255}"), needles=_prefixes("gh", "pousr", "_")),
+    _rule("github_token", _token("github_pat_", 11, r"\w{22,255}"), needles=("github_pat_",)),
+    _rule("gitlab_token", _token("glpat-", 6, _B64 + "{20,100}"), needles=("glpat-",)),
+    _rule("slack_token", _token("xox[abprs]-", 5, "[A-Za-z0-9-]{10,250}"), needles=_prefixes("xox", "abprs", "-")),
+    _rule(
+        "slack_token",
+        r"https?://hooks\.slack\.com/(?:services|workflows|triggers)/[\w/-]{8,300}",
+        needles=("hooks.slack.com/",),
+    ),
+    _rule("aws_access_key", _token("A[KS]IA", 4, "[A-Z0-9]{16}(?![A-Za-z0-9])", "A-Za-z0-9"), needles=("akia", "asia")),
     _rule(
         "aws_secret_key",
         r"(?i:aws_?secret(?:_?access)?_?key)[\"']?[ \t]{0,5}(?:=>|:=|=|:)[ \t]{0,5}[\"']?"
         r"(?P<s>[A-Za-z0-9/+=]{40})(?![A-Za-z0-9/+=])",
         _group,
+        ("secret",),
     ),
-    _rule("google_api_key", _token("AIza", 4, _B64 + "{35}")),
-    _rule("jwt", _token("eyJ", 3, rf"{_B64}{{8,4096}}\.{_B64}{{8,8192}}\.{_B64}{{8,4096}}")),
+    _rule("google_api_key", _token("AIza", 4, _B64 + "{35}"), needles=("aiza",)),
+    _rule("jwt", _token("eyJ", 3, rf"{_B64}{{8,4096}}\.{_B64}{{8,8192}}\.{_B64}{{8,4096}}"), needles=("eyj",)),
 )
 
 _GENERIC = (
-    _rule("url_password", r"://[^\s:/@?#]{1,256}:(?P<s>[^\s@/]{1,256})@", _group),
-    _rule("basic_auth", _AUTH + r"basic[ \t]{1,5}(?P<s>[A-Za-z0-9+/]{1,4096}={0,2})", _group),
-    _rule("bearer_token", r"(?i)(?=b)\bbearer[ \t]{1,5}(?P<s>[A-Za-z0-9._~+/-]{1,4096}=*)", _bearer),
+    _rule("url_password", r"://[^\s:/@?#]{1,256}:(?P<s>[^\s@/]{1,256})@", _group, ("://",)),
+    _rule("basic_auth", _AUTH + r"basic[ \t]{1,5}(?P<s>[A-Za-z0-9+/]{1,4096}={0,2})", _group, ("author",)),
+    _rule("bearer_token", r"(?i)(?=b)\bbearer[ \t]{1,5}(?P<s>[A-Za-z0-9._~+/-]{1,4096}=*)", _bearer, ("bearer",)),
     _rule(
         "password_assignment",
         r"(?i)(?=[psta])" + _KEYWORDS + r"[\"']?"
@@ -158,30 +174,36 @@ _GENERIC = (
         r"(?:[ \t]{0,5}:[ \t]{0,5}[A-Za-z_][\w.\[\]|, ]{0,60}?(?=[ \t]{1,5}=[^=]))?"
         r"(?P<pre>[ \t]{0,5})(?P<sep>=>|:=|=(?!=)|:)(?P<post>[ \t]{0,5})" + _VALUE,
         _assigned_value,
+        _KEYWORD_NEEDLES,
     ),
     _rule(
         "password_assignment",
         r"(?i)(?=[psta])" + _KEYWORDS + r"[ \t]{1,5}(?:is|was)[ \t]{1,5}(?:now[ \t]{1,5})?" + _VALUE,
         _prose_value,
+        _KEYWORD_NEEDLES,
     ),
     _rule(
         "password_assignment",
         rf"(?i)(?P<dash>--)(?<![\w-]--)[\w-]{{0,30}}?{_KEYWORDS}(?P<pre>)(?P<sep>[ \t]{{1,5}})(?P<post>)" + _VALUE,
         _assigned_value,
+        _KEYWORD_NEEDLES,
     ),
 )
 
 
 def _apply(rule: _Rule, text: str, counts: dict[str, int]) -> str:
     """Replace every match of one rule, skipping matches that begin inside an existing marker."""
-    markers = [m.span() for m in _MARKER.finditer(text)]
-    starts = [s for s, _ in markers]
+    markers: list[tuple[int, int]] | None = None  # found on the first match: most rules match nothing
+    starts: list[int] = []
     out: list[str] = []
     pos = found = 0
     for m in rule.pattern.finditer(text):
         span = rule.pick(m)
         if span is None or span[1] <= span[0] or span[0] < pos:
             continue
+        if markers is None:
+            markers = [m.span() for m in _MARKER.finditer(text)]
+            starts = [s for s, _ in markers]
         i = bisect_right(starts, span[0]) - 1
         if i >= 0 and markers[i][1] > span[0]:
             continue
@@ -258,15 +280,20 @@ class PrivacyFilter:
             extras.append(_Rule(kind, re.compile(regex)))
         # Configured patterns are assumed more specific than the generic key/value heuristics.
         self._rules: tuple[_Rule, ...] = (*_SPECIFIC, *extras, *_GENERIC)
+        self._needles = frozenset(n for r in self._rules for n in r.needles)
 
     def clean(self, text: str) -> Redaction:
         """Return `text` with private blocks and secrets removed, plus per-kind redaction counts."""
         counts: dict[str, int] = {}
         text = _strip_private(text, counts)
+        # Redactions only add markers, inside which no match counts, so one folding serves every pass.
+        folded = text.casefold()
+        present = {n for n in self._needles if n in folded}  # substring tests are far cheaper than patterns
+        rules = [r for r in self._rules if not r.needles or not present.isdisjoint(r.needles)]
         # A replacement can change the context an earlier rule saw (a word edge, say): repeat until stable.
         for _ in range(3):
             before = sum(counts.values())
-            for rule in self._rules:
+            for rule in rules:
                 text = _apply(rule, text, counts)
             if sum(counts.values()) == before:
                 break

@@ -3,6 +3,7 @@ complete token pattern appears in this file for secret scanners to flag."""
 
 from __future__ import annotations
 
+import dataclasses
 import random
 import string
 import time
@@ -383,3 +384,40 @@ def test_secret_stated_in_prose_is_redacted(text: str, secret: str) -> None:
 @pytest.mark.parametrize("text", ["the password is stored in the vault", "the token is expired", "pin is unknown"])
 def test_prose_about_secrets_is_kept(text: str) -> None:
     assert PrivacyFilter().clean(text) == Redaction(text=text, counts={})
+
+
+def _every_rule_runs(monkeypatch: pytest.MonkeyPatch) -> PrivacyFilter:
+    """A filter whose rules all run on every text (the needle skip switched off)."""
+    from mcp_memory import privacy
+
+    plain = PrivacyFilter()
+    monkeypatch.setattr(plain, "_rules", tuple(dataclasses.replace(r, needles=()) for r in plain._rules))
+    assert all(isinstance(r, privacy._Rule) for r in plain._rules)
+    return plain
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "PASSWORD=" + "Hunter2hunter2",
+        "Api-Key: " + "k3yk3yk3yk3y",
+        "ſecret = '" + "s3cr3t-value'",  # long s: matched as "s" case-insensitively
+        "api_\u212aey=" + "abc123def456",  # Kelvin sign: matched as "k" case-insensitively
+        "BEARER " + BEARER,
+        "AUTHORIZATION: Basic " + BASIC,
+        "aws_SECRET_access_KEY = " + AWS_SECRET,
+        "export TOKEN=" + "t0k3nt0k3n",
+        "--PassPhrase " + "correct-h0rse",
+    ],
+)
+def test_skipping_rules_by_their_needles_changes_no_result(text: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    expected = _every_rule_runs(monkeypatch).clean(text)
+    assert expected.counts  # each example really holds a secret
+    assert F.clean(text) == expected
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.sampled_from(FRAGMENTS) | st.text(max_size=5), max_size=30).map("".join))
+def test_needle_skip_agrees_with_running_every_rule(text: str) -> None:
+    with pytest.MonkeyPatch.context() as patch:
+        assert F.clean(text) == _every_rule_runs(patch).clean(text)
