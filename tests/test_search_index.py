@@ -261,6 +261,16 @@ class TestAnalyzer:
         assert "東京" in self.analyzer.terms("東京に行きました")
         assert self.analyzer.terms("ÉCOLE") == self.analyzer.terms("école")
 
+    def test_remembered_tokens_give_the_terms_a_fresh_analysis_gives(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        from mcp_memory.search import analyzer as module
+
+        monkeypatch.setattr(module, "_MEMO_SIZE", 3)  # full after three distinct tokens: emptied and refilled
+        warm = Analyzer()
+        texts = ["getUserName saved", "the runners RUNNING", "東京 getUserName", "Melanie's runners"] * 3
+        for text in texts:  # _analyse: past the per-text cache, so every token goes through the memo
+            assert list(warm._analyse(text)) == Analyzer().terms(text)
+        assert 0 < len(warm._memo) <= 3
+
     def test_numbers_dates_and_possessives(self) -> None:
         terms = self.analyzer.terms("Melanie's 5 kids on 2023-05-08")
         assert terms[:2] == ["melani", "5"]

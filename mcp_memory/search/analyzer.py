@@ -21,6 +21,7 @@ ANALYZER_VERSION = 3
 fields a service indexes): every record is then re-analysed once at start-up."""
 
 _MAX_TERM = 64
+_MEMO_SIZE = 50_000  # distinct raw tokens remembered (~270 bytes each); emptied when full
 _TOKEN = re.compile(r"\w+(?:['’]\w+)*(?:[./\\:@#-]\w+(?:['’]\w+)*)*")
 _SEPARATORS = re.compile(r"[./\\:@#_-]+")
 _CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])")
@@ -35,6 +36,8 @@ class Analyzer:
         self._stemmer.maxCacheSize = 50_000
         # One save analyses the same text up to three times (similarity check, supersession, index).
         self._recent = functools.lru_cache(maxsize=32)(self._analyse)
+        # Words repeat (Zipf): remembering each raw token's terms spares splitting and stemming it again.
+        self._memo: dict[str, tuple[str, ...]] = {}
 
     def terms(self, text: str) -> list[str]:
         """Index terms of `text` in order, with repeats (term frequency matters to BM25)."""
@@ -45,8 +48,17 @@ class Analyzer:
         if not text:
             return ()
         text = unicodedata.normalize("NFKC", text)
-        for match in _TOKEN.finditer(text):
-            self._token(match.group(), out)
+        memo = self._memo
+        for raw in _TOKEN.findall(text):
+            found = memo.get(raw)
+            if found is None:
+                terms: list[str] = []
+                self._token(raw, terms)
+                found = tuple(terms)
+                if len(memo) >= _MEMO_SIZE:
+                    memo.clear()
+                memo[raw] = found
+            out += found
         return tuple(out)
 
     def _token(self, raw: str, out: list[str]) -> None:
