@@ -233,6 +233,24 @@ async def test_an_import_replaces_older_rows_with_newer_ones(client: Client, clo
     assert (await call(client, "memory_smart_search", query="original"))["hits"] == []
 
 
+async def test_a_row_repeated_in_one_document_is_taken_in_order(client: Client, clock: FakeClock) -> None:
+    saved = await call(client, "memory_save", content="Original wording of the convention.")
+    document = await export_document(client)
+    row = document["tables"]["memories"][0]
+    newer, newest, stale = (copy.deepcopy(row) for _ in range(3))
+    newer.update(content="Second wording.", updated_at="2026-02-01T00:00:00.000000Z")
+    newest.update(content="Third wording.", updated_at="2026-03-01T00:00:00.000000Z")
+    stale.update(content="Stale wording.", updated_at="2026-02-15T00:00:00.000000Z")
+    document["tables"]["memories"] = [newer, newest, stale, newest]
+
+    result = await call(client, "memory_import", document=document)
+
+    assert result["updated"] == {"memories": 2}
+    assert result["unchanged"] == {"memories": 2}  # older than the copy just written, then identical
+    got = await call(client, "memory_get", id=saved["id"])
+    assert got["memory"]["content"] == "Third wording."
+
+
 async def test_recall_works_on_an_imported_database(client: Client, clock: FakeClock, tmp_path: Path) -> None:
     stored = await populate(client, clock)
     document = await export_document(client)

@@ -55,6 +55,7 @@ TABLES: tuple[TableSpec, ...] = (
     TableSpec("relations", r.Relation, ("id",)),
 )
 TABLES_BY_NAME = {spec.name: spec for spec in TABLES}
+_CHUNK = 400  # keys looked up per query (two columns each at most: well under SQLite's variable limit)
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,35 +79,66 @@ class ArchiveRepository(Repository):
         )
         return [row_dict(row, spec.json_columns, spec.bool_columns) for row in rows]
 
-    async def upsert(self, spec: TableSpec, record: BaseModel) -> UpsertResult:
-        """Insert a record, or update it when the stored copy is older; identical rows are left alone."""
+    async def upsert_many(self, spec: TableSpec, records: Sequence[BaseModel]) -> list[UpsertResult]:
+        """Insert each record, or update it when the stored copy is older; identical rows are left alone.
+
+        Records are taken in order, as if upserted one by one (a key repeated in `records` meets
+        the copy written just before it), but stored rows are looked up a chunk at a time.
+        """
+        cols = spec.columns
+        rows = [self._row(spec, record) for record in records]
+        current: dict[tuple[Any, ...], dict[str, Any]] = {}
+        keys = list(dict.fromkeys(tuple(row[k] for k in spec.key) for row in rows))
+        for start in range(0, len(keys), _CHUNK):
+            chunk = keys[start : start + _CHUNK]
+            tuples = ", ".join(f"({placeholders(len(spec.key))})" for _ in chunk)
+            found = await self.conn.fetchall(
+                f"SELECT {', '.join(cols)} FROM {spec.name} WHERE ({', '.join(spec.key)}) IN (VALUES {tuples})",
+                tuple(v for key in chunk for v in key),
+            )
+            for stored in found:
+                row = dict(zip(stored.keys(), tuple(stored), strict=True))
+                current[tuple(row[k] for k in spec.key)] = row
+        key_where = " AND ".join(f"{k} = ?" for k in spec.key)
+        changed = [c for c in cols if c not in spec.key]
+        results = []
+        for values in rows:
+            key = tuple(values[k] for k in spec.key)
+            existing = current.get(key)
+            if existing is None:
+                await self.conn.execute(
+                    f"INSERT INTO {spec.name} ({', '.join(cols)}) VALUES ({placeholders(len(cols))})",
+                    tuple(values[c] for c in cols),
+                )
+                results.append(UpsertResult(True, False))
+            elif existing == values or not _newer(values, existing):
+                results.append(UpsertResult(False, False))
+                continue
+            else:
+                await self.conn.execute(
+                    f"UPDATE {spec.name} SET {', '.join(f'{c} = ?' for c in changed)} WHERE {key_where}",
+                    (*(values[c] for c in changed), *key),
+                )
+                results.append(UpsertResult(False, True))
+            current[key] = values
+        return results
+
+    @staticmethod
+    def _row(spec: TableSpec, record: BaseModel) -> dict[str, Any]:
+        """A record's column values as stored: JSON columns as text, booleans as 0/1."""
         values = record.model_dump()
         for column in spec.json_columns:
             values[column] = dump_json(values[column])
         for column in spec.bool_columns:
             if values[column] is not None:
                 values[column] = int(values[column])
-        key_where = " AND ".join(f"{k} = ?" for k in spec.key)
-        key_values = tuple(values[k] for k in spec.key)
-        cols = spec.columns
-        existing = await self.conn.fetchone(f"SELECT {', '.join(cols)} FROM {spec.name} WHERE {key_where}", key_values)
-        if existing is None:
-            await self.conn.execute(
-                f"INSERT INTO {spec.name} ({', '.join(cols)}) VALUES ({placeholders(len(cols))})",
-                tuple(values[c] for c in cols),
-            )
-            return UpsertResult(True, False)
-        current = dict(zip(existing.keys(), tuple(existing), strict=True))
-        newer = "updated_at" in values and str(values["updated_at"]) > str(current.get("updated_at"))
-        if current == values or not newer:
-            return UpsertResult(False, False)
-        changed = [c for c in cols if c not in spec.key]
-        await self.conn.execute(
-            f"UPDATE {spec.name} SET {', '.join(f'{c} = ?' for c in changed)} WHERE {key_where}",
-            (*(values[c] for c in changed), *key_values),
-        )
-        return UpsertResult(False, True)
+        return values
 
     async def defer_foreign_keys(self) -> None:
         """Check foreign keys at commit instead of per row, so rows may arrive in any order."""
         await self.conn.execute("PRAGMA defer_foreign_keys = ON")
+
+
+def _newer(values: dict[str, Any], stored: dict[str, Any]) -> bool:
+    """Whether an imported row was updated after the stored copy (rows without the column never are)."""
+    return "updated_at" in values and str(values["updated_at"]) > str(stored.get("updated_at"))

@@ -219,8 +219,8 @@ class OperationsService(Service):
                 await archive.defer_foreign_keys()
                 for spec in TABLES:
                     touched = []
-                    for record in parsed[spec.name]:
-                        outcome = await archive.upsert(spec, record)
+                    outcomes = await archive.upsert_many(spec, parsed[spec.name])
+                    for record, outcome in zip(parsed[spec.name], outcomes, strict=True):
                         if outcome.inserted or outcome.updated:
                             touched.append(record)
                             key = ":".join(str(getattr(record, k)) for k in spec.key)
