@@ -11,6 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from rank_bm25 import BM25Okapi
 
+from mcp_memory.search import bm25
 from mcp_memory.search.analyzer import Analyzer
 from mcp_memory.search.bm25 import BM25Params, Partition, encode_terms
 from mcp_memory.search.docstore import Columns, DocAttrs, Filter
@@ -123,6 +124,7 @@ operations = st.lists(
     st.one_of(
         st.tuples(st.just("add"), st.integers(0, 40), st.lists(st.integers(0, 25), min_size=1, max_size=12)),
         st.tuples(st.just("remove"), st.integers(0, 40), st.just([])),
+        st.tuples(st.just("batch"), st.integers(0, 40), st.lists(st.integers(0, 25), min_size=1, max_size=12)),
     ),
     min_size=1,
     max_size=120,
@@ -139,6 +141,16 @@ def test_incremental_updates_equal_a_rebuild(ops: list[tuple[str, int, list[int]
         if op == "add":
             live.add(key, encode_terms(Counter(terms).items()), len(terms), DocAttrs(1, 0, 0, float(number)))
             docs[key] = terms
+        elif op == "batch":
+            batch = {f"k{(number + j) % 41}": terms[j:] + terms[:j] for j in range(len(terms))}
+            rows = [
+                (k, encode_terms(Counter(t).items()), len(t), DocAttrs(1, 0, 0, float(k[1:]))) for k, t in batch.items()
+            ]
+            first = [(k, encode_terms({t[0]: 1}.items()), 1, DocAttrs(1, 0, 0, 0.0)) for k, t in batch.items()]
+            with pytest.MonkeyPatch.context() as patch:
+                patch.setattr(bm25, "_GROUPED_BATCH", 2)  # a batch of one goes the one-by-one way
+                live.add_many(first + rows)  # every key twice: the last copy wins
+            docs.update(batch)
         else:
             assert live.remove(key) == (key in docs)
             docs.pop(key, None)
@@ -275,3 +287,19 @@ class TestAnalyzer:
         terms = self.analyzer.terms("Melanie's 5 kids on 2023-05-08")
         assert terms[:2] == ["melani", "5"]
         assert {"2023-05-08", "2023", "05", "08"} <= set(terms)
+
+
+def test_a_batch_that_moves_a_record_between_projects_leaves_it_in_the_last_one() -> None:
+    index = SearchIndex(Analyzer(), BM25Params())
+    index.learn_terms({"move": 1, "stay": 2})
+
+    def doc(doc_id: str, project: str, term: int) -> IndexDoc:
+        return IndexDoc(doc_id, "observation", None, project, None, 0.0, 1, encode_terms([(term, 1)]))
+
+    index.upsert(doc("m", "alpha", 1))
+    index.upsert_many([doc("m", "beta", 1), doc("s", "alpha", 2), doc("m", "gamma", 1)])
+
+    assert index.locate("m") == ("observation", "gamma")
+    assert (index.doc_count("alpha"), index.doc_count("beta"), index.doc_count("gamma")) == (1, 0, 1)
+    assert [h.doc_id for h in index.search("gamma", "moved", SearchFilter(), 5)] == ["m"]
+    assert index.search("alpha", "moved", SearchFilter(), 5) == []

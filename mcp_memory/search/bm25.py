@@ -63,6 +63,9 @@ def decode_terms(blob: bytes) -> npt.NDArray[np.void]:
     return np.frombuffer(blob, dtype=TERM_DTYPE)
 
 
+_GROUPED_BATCH = 256  # documents from which add_many groups postings by term (faster from ~200 on)
+
+
 class _Postings:
     """Documents containing one term: settled arrays plus a short list of recent additions."""
 
@@ -77,6 +80,11 @@ class _Postings:
         if self.pending is None:
             self.pending = []
         self.pending.append((doc, tf))
+
+    def extend(self, docs: list[int], tfs: list[int]) -> None:
+        if self.pending is None:
+            self.pending = []
+        self.pending.extend(zip(docs, tfs, strict=True))
 
     def settle(self) -> None:
         if self.pending:
@@ -119,6 +127,15 @@ def _group_by_term(
     return key.astype(np.int32), docs, tfs
 
 
+def _runs(terms: IntArray) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
+    """Start and end offsets of each run of equal values in sorted `terms`."""
+    if not len(terms):
+        empty = np.empty(0, dtype=np.int64)
+        return empty, empty
+    starts = np.concatenate([[0], np.flatnonzero(np.diff(terms)) + 1]).astype(np.int64)
+    return starts, np.concatenate([starts[1:], [len(terms)]]).astype(np.int64)
+
+
 class Partition(DocStore):
     """One project's BM25 model: its own N, lengths and document frequencies."""
 
@@ -150,8 +167,43 @@ class Partition(DocStore):
     def add(self, key: str, blob: bytes, length: int, attrs: DocAttrs) -> None:
         """Add (or replace) a document; touches only the postings of its own terms."""
         saved = self._saved_vector(key)
-        if key in self.local:
+        self.remove(key)
+        i = self._place(key, blob, length, attrs, saved)
+        terms = decode_terms(blob)
+        for t, f in zip(terms["t"].tolist(), terms["f"].tolist(), strict=True):
+            self._writable_postings(t).append(i, f)
+            self._bump_df(t, +1)
+        self._version += 1
+
+    def add_many(self, docs: Sequence[tuple[str, bytes, int, DocAttrs]]) -> None:
+        """Add (or replace) documents (key, packed terms, length, attributes); a repeated key: the last wins.
+
+        In a large batch (an import, a consolidation) the postings of each distinct term are
+        touched once for the whole batch rather than once per document.
+        """
+        latest = {key: (blob, length, attrs) for key, blob, length, attrs in docs}
+        if len(latest) < _GROUPED_BATCH:
+            for key, (blob, length, attrs) in latest.items():
+                self.add(key, blob, length, attrs)
+            return
+        saved = {key: self._saved_vector(key) for key in latest}
+        for key in latest:
             self.remove(key)
+        rows = [self._place(key, blob, length, attrs, saved[key]) for key, (blob, length, attrs) in latest.items()]
+        blobs = [blob for blob, _, _ in latest.values()]
+        sizes = np.fromiter((len(b) // TERM_DTYPE.itemsize for b in blobs), dtype=np.int64, count=len(blobs))
+        owners = np.repeat(np.asarray(rows, dtype=np.int64), sizes)
+        terms, docs_of, tfs = _group_by_term(decode_terms(b"".join(blobs)), owners)
+        starts, ends = _runs(terms)
+        for term, start, end in zip(terms[starts].tolist(), starts.tolist(), ends.tolist(), strict=True):
+            self._writable_postings(term).extend(docs_of[start:end].tolist(), tfs[start:end].tolist())
+            self._bump_df(term, end - start)
+        self._version += 1
+
+    def _place(
+        self, key: str, blob: bytes, length: int, attrs: DocAttrs, saved: tuple[int, npt.NDArray[np.float32]] | None
+    ) -> int:
+        """Give a new document its local id, attributes and session links (not its postings)."""
         i = self._allocate()
         self.keys.append(key)
         self.blobs.append(blob)
@@ -160,13 +212,9 @@ class Partition(DocStore):
         self._restore_vector(i, saved)
         if attrs.seq > 0 and attrs.session:
             self._link(i, attrs.session, attrs.seq)
-        terms = decode_terms(blob)
-        for t, f in zip(terms["t"].tolist(), terms["f"].tolist(), strict=True):
-            self._writable_postings(t).append(i, f)
-            self._bump_df(t, +1)
         self.n_docs += 1
         self.total_len += length
-        self._version += 1
+        return i
 
     def remove(self, key: str) -> bool:
         """Remove a document if present; its postings are skipped until the next compaction."""
@@ -201,8 +249,7 @@ class Partition(DocStore):
         sizes = np.fromiter((len(b) // TERM_DTYPE.itemsize for b in columns.blobs), dtype=np.int64, count=count)
         pairs = decode_terms(b"".join(columns.blobs))
         terms, self._base_docs, self._base_tfs = _group_by_term(pairs, np.repeat(np.arange(count), sizes))
-        starts = np.concatenate([[0], np.flatnonzero(np.diff(terms)) + 1]) if len(terms) else np.empty(0, np.int64)
-        ends = np.concatenate([starts[1:], [len(terms)]]) if len(terms) else starts
+        starts, ends = _runs(terms)
         unique, freq = terms[starts].tolist(), (ends - starts).tolist()
         self._base_span = dict(zip(unique, zip(starts.tolist(), ends.tolist(), strict=True), strict=True))
         self.df = dict(zip(unique, freq, strict=True))

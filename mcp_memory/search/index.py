@@ -158,11 +158,19 @@ class SearchIndex:
 
     def upsert(self, doc: IndexDoc) -> None:
         """Add or replace one document."""
-        previous = self._where.get(doc.doc_id)
-        if previous is not None and previous != doc.project:
-            self._partitions[previous].remove(doc.doc_id)
-        self._partition(doc.project).add(doc.doc_id, doc.terms, doc.length, self._attrs(doc))
-        self._where[doc.doc_id] = doc.project
+        self.upsert_many([doc])
+
+    def upsert_many(self, docs: Iterable[IndexDoc]) -> None:
+        """Add or replace documents (a repeated id: the last wins), each project's in one batch."""
+        by_project: dict[str, list[tuple[str, bytes, int, DocAttrs]]] = {}
+        for doc in {d.doc_id: d for d in docs}.values():
+            previous = self._where.get(doc.doc_id)
+            if previous is not None and previous != doc.project:
+                self._partitions[previous].remove(doc.doc_id)
+            by_project.setdefault(doc.project, []).append((doc.doc_id, doc.terms, doc.length, self._attrs(doc)))
+            self._where[doc.doc_id] = doc.project
+        for project, rows in by_project.items():
+            self._partition(project).add_many(rows)
 
     def remove(self, doc_id: str) -> bool:
         """Remove a document if it is indexed."""

@@ -149,8 +149,7 @@ class Indexer:
 
         def apply() -> None:
             self.index.learn_terms(created)
-            for doc in docs:
-                self.index.upsert(doc)  # keeps the record's vector if its text did not change
+            self.index.upsert_many(docs)  # keeps each record's vector if its text did not change
             if self.vectors is not None:
                 jobs = [
                     EmbedJob(doc.doc_id, doc.digest, text)
@@ -256,11 +255,9 @@ class Indexer:
             )
         self.index.learn_terms(vocab)
         self._vocab_mark = max(vocab.values(), default=self._vocab_mark)
-        for doc_id in ids:
-            if doc_id in docs:
-                self.index.upsert(docs[doc_id])
-            else:
-                self.index.remove(doc_id)
+        for doc_id in ids - docs.keys():
+            self.index.remove(doc_id)
+        self.index.upsert_many(docs.values())
         if self.vectors is not None:
             self.index.load_vectors(vectors)
             lacking = [doc_id for doc_id in docs if not self.index.has_vector(doc_id)]
