@@ -8,12 +8,14 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
+import anyio
 import pytest
 from mcp import Client
 
 from mcp_memory.config import Settings
 from mcp_memory.migrations import MIGRATIONS
 from mcp_memory.server import build_server
+from mcp_memory.services import operations
 from tests.conftest import FakeClock, call, call_error
 
 DB_FACT = "The production database runs PostgreSQL 15 on the primary host db1 in the Frankfurt region."
@@ -199,6 +201,49 @@ async def test_importing_the_same_document_twice_changes_nothing_the_second_time
     assert again["unchanged"] == {"sessions": 2, "observations": 3, "memories": 3}
     assert again["reindexed"] == 0
     assert twice == once
+
+
+async def test_a_large_import_reports_progress_chunk_by_chunk(
+    exported: dict[str, Any], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(operations, "IMPORT_CHUNK", 2)
+    received: list[tuple[float, float | None, str | None]] = []
+
+    async def on_progress(progress: float, total: float | None, message: str | None) -> None:
+        received.append((progress, total, message))
+
+    async with Client(build_server(fresh_settings(tmp_path))) as fresh:
+        result = await fresh.call_tool("memory_import", {"document": exported}, progress_callback=on_progress)
+
+    assert not result.is_error
+    # sessions 2, observations 3, memories 3: chunks of two rows, table by table
+    assert [(p, t) for p, t, _ in received] == [(2, 8), (4, 8), (5, 8), (7, 8), (8, 8)]
+    assert [m for _, _, m in received][-1] == "imported 8 of 8 rows (memories)"
+
+
+async def test_a_cancelled_import_leaves_nothing_behind(
+    exported: dict[str, Any], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(operations, "IMPORT_CHUNK", 2)
+    async with Client(build_server(fresh_settings(tmp_path))) as fresh:
+        empty = await export_document(fresh)
+        with anyio.CancelScope() as scope:
+
+            async def cancel_midway(progress: float, total: float | None, message: str | None) -> None:
+                if progress == 5:  # sessions and some observations are written, not committed
+                    scope.cancel()
+
+            await fresh.call_tool("memory_import", {"document": exported}, progress_callback=cancel_midway)
+
+        after = await export_document(fresh)
+        health = await call(fresh, "memory_diagnose")
+        done = await call(fresh, "memory_import", document=exported)
+
+    assert scope.cancelled_caught
+    assert after == empty
+    assert health["index_in_sync"] is True
+    assert sum(health["index_docs"].values()) == 0
+    assert done["inserted"] == {"sessions": 2, "observations": 3, "memories": 3}
 
 
 async def test_importing_back_into_the_source_database_is_a_no_op(client: Client, clock: FakeClock) -> None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
@@ -19,6 +19,14 @@ from mcp_memory.privacy import PrivacyFilter, without_markers
 from mcp_memory.search.index import SearchIndex
 from mcp_memory.services.embedding import Embedder
 from mcp_memory.services.indexing import Indexer
+
+Progress = Callable[[int, int, str], Awaitable[None]]
+"""Reports (steps done, steps in all, what is next) of a long call, e.g. as MCP progress notifications."""
+
+
+async def no_progress(done: int, total: int, message: str) -> None:
+    """A Progress that reports nowhere."""
+
 
 GLOBAL_PROJECT = "*"
 """The project name of the global scope (lessons and slots shared by every project)."""

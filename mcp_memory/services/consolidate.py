@@ -30,7 +30,7 @@ from mcp_memory.repositories.outcomes import OutcomeRepository
 from mcp_memory.repositories.relations import RelationRepository
 from mcp_memory.repositories.sessions import SessionRepository
 from mcp_memory.search.index import SearchFilter
-from mcp_memory.services.common import GLOBAL_PROJECT, Deps, Service
+from mcp_memory.services.common import GLOBAL_PROJECT, Deps, Progress, Service, no_progress
 from mcp_memory.services.compress import shorten
 from mcp_memory.services.episodic import EpisodicService
 from mcp_memory.services.lessons import LessonService
@@ -40,16 +40,9 @@ from mcp_memory.services.summaries import SummaryService
 DECAY_STEP = 0.001
 """Decay is persisted once it has taken at least this much confidence (smaller drifts wait)."""
 
-Progress = Callable[[int, int, str], Awaitable[None]]
-"""Reports (step done, steps in all, what is next)."""
-
 
 class _DryRun(Exception):
     """Raised at the end of a dry run so the transaction rolls back."""
-
-
-async def _no_progress(done: int, total: int, message: str) -> None:
-    return None
 
 
 class ConsolidateService(Service):
@@ -73,7 +66,7 @@ class ConsolidateService(Service):
         self, project: str, *, dry_run: bool = False, progress: Progress | None = None
     ) -> ConsolidateResult:
         """Run every step; return each change by kind and id (a dry run changes nothing)."""
-        report = progress or _no_progress
+        report = progress or no_progress
         changes: list[Change] = []
         steps: list[tuple[str, Callable[[Tx, str], Awaitable[list[Change]]]]] = [
             ("merging near-duplicate memories", self._merge_duplicates),

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import random
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Sequence
 from typing import Any
 
 import anyio
@@ -23,10 +23,20 @@ from mcp_memory.repositories.observations import ObservationRepository
 from mcp_memory.repositories.search_docs import SearchDocRepository
 from mcp_memory.search.analyzer import ANALYZER_VERSION
 from mcp_memory.search.index import SearchFilter
-from mcp_memory.services.common import GLOBAL_PROJECT, Deps, Scrubber, Service, check_project, moment
+from mcp_memory.services.common import (
+    GLOBAL_PROJECT,
+    Deps,
+    Progress,
+    Scrubber,
+    Service,
+    check_project,
+    moment,
+    no_progress,
+)
 
 EXPORT_FORMAT = "mcp-memory-export"
 EXPORT_VERSION = 1
+IMPORT_CHUNK = 1_000  # rows upserted, indexed and reported as progress at a time
 
 Reindexer = Callable[[Tx, Sequence[Any]], Awaitable[None]]
 """Brings the index in line with freshly imported records of one table."""
@@ -186,11 +196,16 @@ class OperationsService(Service):
         return ExportResult(counts=counts, path=str(target))
 
     async def import_(
-        self, document: dict[str, Any] | None, path: str | None, only_project: str | None = None
+        self,
+        document: dict[str, Any] | None,
+        path: str | None,
+        only_project: str | None = None,
+        progress: Progress = no_progress,
     ) -> ImportResult:
         """Merge an export document: new rows are added, newer rows replace older, the rest is left.
 
         With `only_project`, every row must belong to that project (a restricted caller's import).
+        `progress` hears how many rows are done after each chunk (a large import takes a while).
         """
         if (document is None) == (path is None):
             raise InvalidInputError("document", "give exactly one of document or path")
@@ -212,15 +227,15 @@ class OperationsService(Service):
         inserted: dict[str, int] = {}
         updated: dict[str, int] = {}
         unchanged: dict[str, int] = {}
-        reindexed = 0
+        reindexed = done = 0
+        total = sum(len(rows) for rows in parsed.values())
         try:
             async with self.db.transaction("memory_import") as tx:
                 archive = ArchiveRepository(tx)
                 await archive.defer_foreign_keys()
-                for spec in TABLES:
+                for spec, chunk in _chunks(parsed):
                     touched = []
-                    outcomes = await archive.upsert_many(spec, parsed[spec.name])
-                    for record, outcome in zip(parsed[spec.name], outcomes, strict=True):
+                    for record, outcome in zip(chunk, await archive.upsert_many(spec, chunk), strict=True):
                         if outcome.inserted or outcome.updated:
                             touched.append(record)
                             key = ":".join(str(getattr(record, k)) for k in spec.key)
@@ -234,6 +249,8 @@ class OperationsService(Service):
                     if reindex is not None and touched:
                         await reindex(tx, touched)
                         reindexed += len(touched)
+                    done += len(chunk)
+                    await progress(done, total, f"imported {done} of {total} rows ({spec.name})")
         except ConflictError as exc:
             raise ImportFormatError(
                 f"document: rows refer to records that are neither in the document nor stored ({exc})"
@@ -250,6 +267,14 @@ class OperationsService(Service):
         if not self.settings.file_paths_allowed:
             raise InvalidInputError(field, "file paths are disabled on this server; pass the document inline")
         return await (await anyio.Path(path).expanduser()).absolute()
+
+
+def _chunks(parsed: dict[str, list[BaseModel]]) -> Iterator[tuple[TableSpec, list[BaseModel]]]:
+    """Each table's rows, IMPORT_CHUNK at a time, tables in import order."""
+    for spec in TABLES:
+        rows = parsed[spec.name]
+        for start in range(0, len(rows), IMPORT_CHUNK):
+            yield spec, rows[start : start + IMPORT_CHUNK]
 
 
 def _check_document(document: dict[str, Any]) -> dict[str, list[Any]]:

@@ -105,12 +105,8 @@ async def memory_consolidate(
     project: Project = None,
 ) -> ConsolidateResult:
     """Maintenance pass: merge duplicates, promote recurring facts, summarise, decay and prune; reports every change."""
-
-    async def progress(done: int, total: int, message: str) -> None:
-        await ctx.report_progress(done, total, message)
-
     return await app_of(ctx).consolidation.consolidate(
-        await project_of(ctx, project), dry_run=dry_run, progress=progress
+        await project_of(ctx, project), dry_run=dry_run, progress=ctx.report_progress
     )
 
 

@@ -49,7 +49,9 @@ async def memory_import(
     path: FilePath = None,
 ) -> ImportResult:
     """Import a memory_export document; safe to repeat (existing records are kept unless the import is newer)."""
-    return await app_of(ctx).operations.import_(document, path, only_project=await restricted_to(ctx))
+    return await app_of(ctx).operations.import_(
+        document, path, only_project=await restricted_to(ctx), progress=ctx.report_progress
+    )
 
 
 def operations_tools() -> list[Tool]:
