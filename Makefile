@@ -34,6 +34,7 @@ test: lint
 bench: $(VENV)/.dev
 	$(BIN)/python bench/search.py
 	$(BIN)/python bench/locomo.py
+	$(BIN)/python bench/transfer.py
 
 clean:
 	rm -rf $(VENV) build *.egg-info .mypy_cache .ruff_cache
