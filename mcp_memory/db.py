@@ -114,6 +114,7 @@ class _Frame:
 
     changes: list[tuple[str, str, str]] = field(default_factory=list)
     on_commit: list[Callable[[], None]] = field(default_factory=list)
+    notes: dict[str, dict[Any, Any]] = field(default_factory=dict)
 
 
 class Tx(Conn):
@@ -177,6 +178,19 @@ class Tx(Conn):
     def on_commit(self, callback: Callable[[], None]) -> None:
         """Run `callback` once the outermost transaction has committed (never on rollback)."""
         self._frames[-1].on_commit.append(callback)
+
+    def note(self, book: str, entries: dict[Any, Any]) -> None:
+        """Remember facts about rows written in this transaction (forgotten if their savepoint rolls back)."""
+        if entries:
+            self._frames[-1].notes.setdefault(book, {}).update(entries)
+
+    def noted(self, book: str, key: Any) -> Any:
+        """What `note` remembered under `key` in this transaction, or None."""
+        for frame in reversed(self._frames):
+            value = frame.notes.get(book, {}).get(key)
+            if value is not None:
+                return value
+        return None
 
     @property
     def changes(self) -> list[tuple[str, str, str]]:
@@ -298,6 +312,8 @@ class Database:
         frame = tx._frames.pop()
         tx._frames[-1].changes.extend(frame.changes)
         tx._frames[-1].on_commit.extend(frame.on_commit)
+        for book, entries in frame.notes.items():
+            tx.note(book, entries)
         await self._exec_raw(f"RELEASE {name}")
 
     @asynccontextmanager

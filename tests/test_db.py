@@ -102,6 +102,31 @@ async def test_nested_transaction_is_a_savepoint(tmp_path: Path) -> None:
         await db.close()
 
 
+async def test_notes_of_a_rolled_back_savepoint_are_forgotten_and_a_released_one_kept(tmp_path: Path) -> None:
+    db = await Database.open(tmp_path / "m.db")
+    try:
+        async with db.transaction("outer") as tx:
+            tx.note("terms", {"alpha": 1})
+
+            async def failing_inner() -> None:
+                async with db.transaction("inner") as inner:
+                    inner.note("terms", {"beta": 2})
+                    assert inner.noted("terms", "alpha") == 1
+                    raise ValueError("inner")
+
+            with pytest.raises(ValueError, match="inner"):
+                await failing_inner()
+            async with db.transaction("kept") as inner:
+                inner.note("terms", {"gamma": 3})
+            seen = [tx.noted("terms", key) for key in ("alpha", "beta", "gamma", "delta")]
+        async with db.read() as conn:
+            audit = await conn.fetchall("SELECT detail FROM audit_log")
+        assert seen == [1, None, 3, None]
+        assert audit == []  # notes are not changes: nothing was written, so nothing is audited
+    finally:
+        await db.close()
+
+
 async def test_driver_errors_become_domain_errors(tmp_path: Path) -> None:
     db = await Database.open(tmp_path / "m.db")
     try:

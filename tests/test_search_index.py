@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import random
 from collections import Counter
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -11,11 +12,14 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from rank_bm25 import BM25Okapi
 
+from mcp_memory.config import Settings
+from mcp_memory.context import open_app
 from mcp_memory.search import bm25
 from mcp_memory.search.analyzer import Analyzer
 from mcp_memory.search.bm25 import BM25Params, Partition, encode_terms
 from mcp_memory.search.docstore import Columns, DocAttrs, Filter
 from mcp_memory.search.index import IndexDoc, SearchFilter, SearchIndex
+from mcp_memory.services.indexing import DocSpec
 
 TEXTS = [
     "The deploy failed because the database migration timed out on the orders table.",
@@ -303,3 +307,31 @@ def test_a_batch_that_moves_a_record_between_projects_leaves_it_in_the_last_one(
     assert (index.doc_count("alpha"), index.doc_count("beta"), index.doc_count("gamma")) == (1, 0, 1)
     assert [h.doc_id for h in index.search("gamma", "moved", SearchFilter(), 5)] == ["m"]
     assert index.search("alpha", "moved", SearchFilter(), 5) == []
+
+
+@pytest.mark.anyio
+async def test_a_new_term_of_a_rolled_back_savepoint_is_stored_again_by_the_next_write(tmp_path: Path) -> None:
+    settings = Settings(db=tmp_path / "m.db", project="p", synchronous="normal")
+
+    def spec(doc_id: str, text: str) -> DocSpec:
+        return DocSpec(doc_id, "memory", "p", "2026-01-01T00:00:00Z", fields=((text, 1),))
+
+    async with open_app(settings) as app:
+        db, indexer = app.deps.db, app.deps.indexer
+
+        async def failing_inner() -> None:
+            async with db.transaction("inner") as inner:
+                await indexer.put_many(inner, [spec("mem_a", "zyzzyva quokka")])
+                raise ValueError("inner")
+
+        async with db.transaction("outer") as tx:
+            with pytest.raises(ValueError, match="inner"):
+                await failing_inner()
+            await indexer.put_many(tx, [spec("mem_b", "zyzzyva wombat")])
+        live = [h.doc_id for h in app.deps.index.search("p", "zyzzyva", SearchFilter(), 10)]
+    async with open_app(settings) as app:  # the index rebuilt from stored terms alone
+        rebuilt = [h.doc_id for h in app.deps.index.search("p", "zyzzyva", SearchFilter(), 10)]
+        quokka = app.deps.index.search("p", "quokka", SearchFilter(), 10)
+
+    assert live == rebuilt == ["mem_b"]
+    assert quokka == []

@@ -10,6 +10,7 @@ idf behind its epsilon floor) are maintained incrementally, so the scores are th
 from __future__ import annotations
 
 import math
+from array import array
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -67,34 +68,38 @@ _GROUPED_BATCH = 256  # documents from which add_many groups postings by term (f
 
 
 class _Postings:
-    """Documents containing one term: settled arrays plus a short list of recent additions."""
+    """Documents containing one term: settled arrays plus compact buffers of recent additions."""
 
-    __slots__ = ("docs", "pending", "tfs")
+    __slots__ = ("added_docs", "added_tfs", "docs", "tfs")
 
     def __init__(self, docs: IntArray, tfs: npt.NDArray[np.uint16]) -> None:
         self.docs = docs
         self.tfs = tfs
-        self.pending: list[tuple[int, int]] | None = None  # created on the first incremental add
+        # Created on the first incremental add; C arrays rather than lists of tuples, because a
+        # bulk import adds millions of postings before a query settles them (6 bytes each, not ~70).
+        self.added_docs: array[int] | None = None
+        self.added_tfs: array[int] | None = None
 
     def append(self, doc: int, tf: int) -> None:
-        if self.pending is None:
-            self.pending = []
-        self.pending.append((doc, tf))
+        if self.added_docs is None or self.added_tfs is None:
+            self.added_docs, self.added_tfs = array("i"), array("H")
+        self.added_docs.append(doc)
+        self.added_tfs.append(tf)
 
-    def extend(self, docs: list[int], tfs: list[int]) -> None:
-        if self.pending is None:
-            self.pending = []
-        self.pending.extend(zip(docs, tfs, strict=True))
+    def extend(self, docs: IntArray, tfs: npt.NDArray[np.uint16]) -> None:
+        if self.added_docs is None or self.added_tfs is None:
+            self.added_docs, self.added_tfs = array("i"), array("H")
+        self.added_docs.frombytes(docs.astype(np.int32, copy=False).tobytes())
+        self.added_tfs.frombytes(tfs.astype(np.uint16, copy=False).tobytes())
 
     def settle(self) -> None:
-        if self.pending:
-            added = np.asarray(self.pending, dtype=np.int64).reshape(-1, 2)
-            self.docs = np.concatenate([self.docs, added[:, 0].astype(np.int32)])
-            self.tfs = np.concatenate([self.tfs, added[:, 1].astype(np.uint16)])
-            self.pending = None
+        if self.added_docs and self.added_tfs:
+            self.docs = np.concatenate([self.docs, np.frombuffer(self.added_docs, dtype=np.int32)])
+            self.tfs = np.concatenate([self.tfs, np.frombuffer(self.added_tfs, dtype=np.uint16)])
+        self.added_docs = self.added_tfs = None
 
     def __len__(self) -> int:
-        return len(self.docs) + len(self.pending or ())
+        return len(self.docs) + len(self.added_docs or ())
 
 
 _EMPTY_DOCS: IntArray = np.empty(0, dtype=np.int32)
@@ -196,7 +201,7 @@ class Partition(DocStore):
         terms, docs_of, tfs = _group_by_term(decode_terms(b"".join(blobs)), owners)
         starts, ends = _runs(terms)
         for term, start, end in zip(terms[starts].tolist(), starts.tolist(), ends.tolist(), strict=True):
-            self._writable_postings(term).extend(docs_of[start:end].tolist(), tfs[start:end].tolist())
+            self._writable_postings(term).extend(docs_of[start:end], tfs[start:end])
             self._bump_df(term, end - start)
         self._version += 1
 

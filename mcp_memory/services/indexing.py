@@ -27,6 +27,7 @@ from mcp_memory.search.index import IndexDoc, SearchIndex
 logger = logging.getLogger(__name__)
 
 _REINDEX_BATCH = 500
+_NEW_TERMS = "indexer.new_terms"  # Tx notes: term -> id of terms this transaction stored
 _SYNC_PAGE = 1_000
 
 
@@ -121,11 +122,22 @@ class Indexer:
             if spec.dated:
                 counts.update(dates.record_tokens(whole, epoch(spec.at)))
             counted.append((spec, whole, counts))
-        wanted = {t for _, _, counts in counted for t in counts}
-        known = {t: self.index.vocab[t] for t in wanted if t in self.index.vocab}
-        missing = sorted(wanted - known.keys())
+        # Terms new to the index are learned at commit; until then this transaction's earlier
+        # writes (an import's previous chunks) are asked, so each new term is stored only once.
+        vocab = self.index.vocab
+        known: dict[str, int] = {}
+        missing: list[str] = []
+        for term in {t for _, _, counts in counted for t in counts}:
+            found = vocab.get(term)
+            if found is None:
+                found = tx.noted(_NEW_TERMS, term)
+            if found is not None:
+                known[term] = found
+            else:
+                missing.append(term)
         store = SearchDocRepository(tx)
-        created = await store.term_ids(missing) if missing else {}
+        created = await store.term_ids(sorted(missing)) if missing else {}
+        tx.note(_NEW_TERMS, created)
         ids = known | created
         docs = []
         for spec, whole, counts in counted:
@@ -145,7 +157,8 @@ class Indexer:
             await store.put(doc, ANALYZER_VERSION)
             docs.append(doc)
         await EmbeddingRepository(tx).delete_stale([(d.doc_id, d.digest) for d in docs])
-        texts = [whole for _, whole, _ in counted]
+        # Kept until commit only for the embedder: an import holds every document of its transaction.
+        texts = [whole for _, whole, _ in counted] if self.vectors is not None else []
 
         def apply() -> None:
             self.index.learn_terms(created)
