@@ -82,6 +82,19 @@ class Conn:
         except sqlite3.Error as exc:
             raise _translate(exc) from exc
 
+    async def pages(self, sql: str, params: Params = (), size: int = 1000) -> AsyncIterator[list[Row]]:
+        """The rows of a query `size` at a time, so a large result never sits in memory whole."""
+        try:
+            cursor = await self._raw.execute(sql, params)
+            try:
+                while rows := await cursor.fetchmany(size):
+                    yield list(rows)
+            finally:
+                with anyio.CancelScope(shield=True):
+                    await cursor.close()
+        except sqlite3.Error as exc:
+            raise _translate(exc) from exc
+
     async def fetchone(self, sql: str, params: Params = ()) -> Row | None:
         """The first row of a query, or None."""
         rows = await self.fetchall(sql, params)
@@ -147,6 +160,12 @@ class Tx(Conn):
         """Run the queued statements, then this query; returns its rows."""
         rows = await self._send(sql, params, want_rows=True)
         return list(rows)
+
+    async def pages(self, sql: str, params: Params = (), size: int = 1000) -> AsyncIterator[list[Row]]:
+        """Run the queued statements, then page through this query's rows."""
+        await self.flush()
+        async for page in super().pages(sql, params, size):
+            yield page
 
     async def insert(self, sql: str, params: Params = ()) -> int:
         """Run the queued statements, then this INSERT; returns its rowid."""

@@ -388,12 +388,17 @@ def broken(document: dict[str, Any], how: str) -> tuple[dict[str, Any], str]:
         "dangling_reference",
     ],
 )
+@pytest.mark.parametrize("via", ["document", "path"])
 async def test_a_bad_document_is_rejected_naming_where_and_nothing_is_written(
-    client: Client, exported: dict[str, Any], how: str
+    client: Client, exported: dict[str, Any], how: str, via: str, tmp_path: Path
 ) -> None:
     bad, where = broken(exported, how)
-
-    message = await call_error(client, "memory_import", document=bad)
+    if via == "path":  # streamed from a file: rows may be stored before the fault is read, then rolled back
+        source = tmp_path / "bad.json"
+        source.write_text(json.dumps(bad, indent=1, sort_keys=True), encoding="utf-8")
+        message = await call_error(client, "memory_import", path=str(source))
+    else:
+        message = await call_error(client, "memory_import", document=bad)
     diagnosis = await call(client, "memory_diagnose")
     left = await export_document(client, all_projects=True)
 

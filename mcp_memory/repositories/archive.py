@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -71,13 +71,20 @@ class ArchiveRepository(Repository):
 
     async def dump(self, spec: TableSpec, projects: Sequence[str] | None) -> list[dict[str, Any]]:
         """Rows of a table as plain dicts (lists decoded), ordered by key, optionally for some projects."""
-        cols = ", ".join(f"t.{c}" for c in spec.columns)
-        where = "" if projects is None else f"WHERE {spec.scope} IN ({placeholders(len(projects))})"
-        order = ", ".join(f"t.{k}" for k in spec.key)
-        rows = await self.conn.fetchall(
-            f"SELECT {cols} FROM {spec.name} t {spec.join} {where} ORDER BY {order}", tuple(projects or ())
-        )
+        rows = await self.conn.fetchall(*_dump_query(spec, projects))
         return [row_dict(row, spec.json_columns, spec.bool_columns) for row in rows]
+
+    async def count(self, spec: TableSpec, projects: Sequence[str] | None) -> int:
+        """How many rows `dump` would return."""
+        where, params = _scope(spec, projects)
+        return int(await self.conn.fetchval(f"SELECT COUNT(*) FROM {spec.name} t {spec.join} {where}", params))
+
+    async def dump_pages(
+        self, spec: TableSpec, projects: Sequence[str] | None, size: int = 1000
+    ) -> AsyncIterator[list[dict[str, Any]]]:
+        """The rows `dump` returns, `size` at a time (a million rows never sit in memory at once)."""
+        async for rows in self.conn.pages(*_dump_query(spec, projects), size=size):
+            yield [row_dict(row, spec.json_columns, spec.bool_columns) for row in rows]
 
     async def upsert_many(self, spec: TableSpec, records: Sequence[BaseModel]) -> list[UpsertResult]:
         """Insert each record, or update it when the stored copy is older; identical rows are left alone.
@@ -137,6 +144,21 @@ class ArchiveRepository(Repository):
     async def defer_foreign_keys(self) -> None:
         """Check foreign keys at commit instead of per row, so rows may arrive in any order."""
         await self.conn.execute("PRAGMA defer_foreign_keys = ON")
+
+
+def _scope(spec: TableSpec, projects: Sequence[str] | None) -> tuple[str, tuple[str, ...]]:
+    """WHERE clause and parameters limiting a table's rows to some projects (all when None)."""
+    if projects is None:
+        return "", ()
+    return f"WHERE {spec.scope} IN ({placeholders(len(projects))})", tuple(projects)
+
+
+def _dump_query(spec: TableSpec, projects: Sequence[str] | None) -> tuple[str, tuple[str, ...]]:
+    """SQL and parameters of a table's rows in key order, optionally only some projects'."""
+    cols = ", ".join(f"t.{c}" for c in spec.columns)
+    where, params = _scope(spec, projects)
+    order = ", ".join(f"t.{k}" for k in spec.key)
+    return f"SELECT {cols} FROM {spec.name} t {spec.join} {where} ORDER BY {order}", params
 
 
 def _newer(values: dict[str, Any], stored: dict[str, Any]) -> bool:

@@ -2,20 +2,23 @@
 
 from __future__ import annotations
 
-import json
+import os
 import random
 import time
 from collections.abc import Awaitable, Callable, Iterator, Sequence
+from contextlib import aclosing
+from dataclasses import dataclass, field
 from typing import Any
 
 import anyio
-from pydantic import BaseModel, ValidationError
+import anyio.to_thread
+from pydantic import BaseModel
 
 from mcp_memory import __version__
 from mcp_memory.db import Tx
 from mcp_memory.errors import ConflictError, ImportFormatError, InvalidInputError, MCPMemoryError
 from mcp_memory.models.results import DiagnoseResult, EmbeddingReport, ExportResult, ImportResult, LatencyReport
-from mcp_memory.repositories.archive import TABLES, ArchiveRepository, TableSpec
+from mcp_memory.repositories.archive import TABLES, ArchiveRepository, TableSpec, UpsertResult
 from mcp_memory.repositories.embeddings import EmbeddingRepository
 from mcp_memory.repositories.memories import MemoryRepository
 from mcp_memory.repositories.meta import MetaRepository
@@ -23,52 +26,15 @@ from mcp_memory.repositories.observations import ObservationRepository
 from mcp_memory.repositories.search_docs import SearchDocRepository
 from mcp_memory.search.analyzer import ANALYZER_VERSION
 from mcp_memory.search.index import SearchFilter
-from mcp_memory.services.common import (
-    GLOBAL_PROJECT,
-    Deps,
-    Progress,
-    Scrubber,
-    Service,
-    check_project,
-    moment,
-    no_progress,
-)
+from mcp_memory.services.common import Deps, Progress, Service, no_progress
+from mcp_memory.services.export_format import RowParser, check_document, header, read_batches, row_parser
+from mcp_memory.services.export_text import DocumentWriter
 
-EXPORT_FORMAT = "mcp-memory-export"
-EXPORT_VERSION = 1
 IMPORT_CHUNK = 1_000  # rows upserted, indexed and reported as progress at a time
+EXPORT_PAGE = 1_000  # rows read and written to an export file at a time
 
 Reindexer = Callable[[Tx, Sequence[Any]], Awaitable[None]]
 """Brings the index in line with freshly imported records of one table."""
-
-# Only these tables have a global scope ("*"); anything else there would be out of every tool's reach.
-_GLOBAL_TABLES = {"lessons", "slots"}
-
-# Columns that hold identifiers, times or enumerations rather than free text: never scrubbed.
-_NOT_TEXT = {
-    "id",
-    "project",
-    "agent_id",
-    "session_id",
-    "root_id",
-    "parent_id",
-    "superseded_by",
-    "fingerprint",
-    "merge_key",
-    "source_id",
-    "target_id",
-    "outcome_id",
-    "card_id",
-    "action_id",
-    "depends_on",
-    "status",
-    "due",
-    "kind",
-    "type",
-    "source",
-    "task_type",
-    "name",
-}
 
 
 class OperationsService(Service):
@@ -168,32 +134,52 @@ class OperationsService(Service):
             max_ms=round(timings[-1], 3),
         )
 
-    async def export(self, projects: Sequence[str] | None, path: str | None, overwrite: bool) -> ExportResult:
-        """The export document for some projects (or all): inline, or written to `path`."""
-        async with self.db.read() as conn:
-            archive = ArchiveRepository(conn)
-            tables = {spec.name: await archive.dump(spec, projects) for spec in TABLES}
-            schema = await MetaRepository(conn).schema_version()
-        document: dict[str, Any] = {
-            "format": EXPORT_FORMAT,
-            "format_version": EXPORT_VERSION,
-            "schema_version": schema,
-            "projects": sorted(projects) if projects is not None else "*",
-            "tables": tables,
-        }
-        counts = {name: len(rows) for name, rows in tables.items()}
+    async def export(
+        self, projects: Sequence[str] | None, path: str | None, overwrite: bool, progress: Progress = no_progress
+    ) -> ExportResult:
+        """The export document for some projects (or all): inline, or streamed to the file at `path`."""
         if path is None:
-            return ExportResult(counts=counts, document=document)
+            async with self.db.read() as conn:
+                archive = ArchiveRepository(conn)
+                tables = {spec.name: await archive.dump(spec, projects) for spec in TABLES}
+                document = {**header(await MetaRepository(conn).schema_version(), projects), "tables": tables}
+            return ExportResult(counts={name: len(rows) for name, rows in tables.items()}, document=document)
         target = await self._file_path("path", path)
         if await target.exists() and not overwrite:
             raise InvalidInputError("path", f"{target} exists; pass overwrite=true to replace it")
         temporary = target.with_name(target.name + ".tmp")
         try:
-            await temporary.write_text(json.dumps(document, ensure_ascii=False, indent=1, sort_keys=True))
+            counts = await self._write_file(temporary, projects, progress)
             await temporary.replace(target)  # atomic: a crash never leaves half an export behind
         except OSError as exc:
+            await _remove(temporary)
             raise InvalidInputError("path", f"cannot write {target}: {exc.strerror or exc}") from None
+        except BaseException:  # cancelled or failed part-way: no half-written file is left
+            await _remove(temporary)
+            raise
         return ExportResult(counts=counts, path=str(target))
+
+    async def _write_file(
+        self, temporary: anyio.Path, projects: Sequence[str] | None, progress: Progress
+    ) -> dict[str, int]:
+        """Write the export document page by page (it may be far larger than memory) and sync it."""
+        counts = {spec.name: 0 for spec in TABLES}
+        writer = DocumentWriter()
+        async with self.db.read() as conn, await anyio.open_file(temporary, "w", encoding="utf-8") as out:
+            archive = ArchiveRepository(conn)
+            total = sum([await archive.count(spec, projects) for spec in TABLES])
+            await out.write(writer.start(header(await MetaRepository(conn).schema_version(), projects)))
+            for spec in sorted(TABLES, key=lambda spec: spec.name):  # the order json.dumps(sort_keys) has
+                await out.write(writer.table(spec.name))
+                async for rows in archive.dump_pages(spec, projects, EXPORT_PAGE):
+                    await out.write(writer.rows(rows))
+                    counts[spec.name] += len(rows)
+                    done = sum(counts.values())
+                    await progress(done, total, f"exported {done} of {total} rows ({spec.name})")
+            await out.write(writer.end())
+            await out.flush()
+            await anyio.to_thread.run_sync(os.fsync, out.wrapped.fileno())
+        return counts
 
     async def import_(
         self,
@@ -204,69 +190,99 @@ class OperationsService(Service):
     ) -> ImportResult:
         """Merge an export document: new rows are added, newer rows replace older, the rest is left.
 
-        With `only_project`, every row must belong to that project (a restricted caller's import).
-        `progress` hears how many rows are done after each chunk (a large import takes a while).
+        The document comes inline (validated whole before anything is written) or from a file read
+        as a stream (validated row by row; any error rolls the whole import back). With
+        `only_project`, every row must belong to that project (a restricted caller's import).
+        `progress` hears how far it is after each chunk of rows (a large import takes a while).
         """
         if (document is None) == (path is None):
             raise InvalidInputError("document", "give exactly one of document or path")
-        if path is not None:
-            source = await self._file_path("path", path)
-            try:
-                document = json.loads(await source.read_text())
-            except (OSError, ValueError) as exc:
-                raise InvalidInputError("path", f"cannot read a JSON document: {exc}") from None
-        assert document is not None
-        tables = _check_document(document)
         scrub = self.scrubber()
-        parsed = {
-            spec.name: [
-                _parse_row(spec, i, row, scrub, only_project) for i, row in enumerate(tables.get(spec.name, []))
-            ]
-            for spec in TABLES
-        }
-        inserted: dict[str, int] = {}
-        updated: dict[str, int] = {}
-        unchanged: dict[str, int] = {}
-        reindexed = done = 0
-        total = sum(len(rows) for rows in parsed.values())
+        parse = row_parser(scrub, only_project)
+        tally = _Tally()
         try:
-            async with self.db.transaction("memory_import") as tx:
-                archive = ArchiveRepository(tx)
-                await archive.defer_foreign_keys()
-                for spec, chunk in _chunks(parsed):
-                    touched = []
-                    for record, outcome in zip(chunk, await archive.upsert_many(spec, chunk), strict=True):
-                        if outcome.inserted or outcome.updated:
-                            touched.append(record)
-                            key = ":".join(str(getattr(record, k)) for k in spec.key)
-                            tx.changed(spec.name, key, "import")
-                        inserted[spec.name] = inserted.get(spec.name, 0) + outcome.inserted
-                        updated[spec.name] = updated.get(spec.name, 0) + outcome.updated
-                        unchanged[spec.name] = unchanged.get(spec.name, 0) + (
-                            not outcome.inserted and not outcome.updated
-                        )
-                    reindex = self._reindexers.get(spec.name)
-                    if reindex is not None and touched:
-                        await reindex(tx, touched)
-                        reindexed += len(touched)
-                    done += len(chunk)
-                    await progress(done, total, f"imported {done} of {total} rows ({spec.name})")
+            if document is not None:
+                await self._import_document(document, parse, progress, tally)
+            else:
+                assert path is not None
+                await self._import_file(await self._file_path("path", path), parse, progress, tally)
         except ConflictError as exc:
             raise ImportFormatError(
                 f"document: rows refer to records that are neither in the document nor stored ({exc})"
             ) from None
         return ImportResult(
-            inserted=inserted,
-            updated=updated,
-            unchanged=unchanged,
-            reindexed=reindexed,
+            inserted=tally.inserted,
+            updated=tally.updated,
+            unchanged=tally.unchanged,
+            reindexed=tally.reindexed,
             redacted=scrub.summary(),
         )
+
+    async def _import_document(
+        self, document: dict[str, Any], parse: RowParser, progress: Progress, tally: _Tally
+    ) -> None:
+        tables = check_document(document)
+        parsed = {spec.name: [parse(spec, i, r) for i, r in enumerate(tables.get(spec.name, []))] for spec in TABLES}
+        total = sum(len(rows) for rows in parsed.values())
+        async with self.db.transaction("memory_import") as tx:
+            await ArchiveRepository(tx).defer_foreign_keys()
+            for spec, chunk in _chunks(parsed):
+                await self._store(tx, spec, chunk, tally)
+                await progress(tally.rows, total, f"imported {tally.rows} of {total} rows ({spec.name})")
+
+    async def _import_file(self, source: anyio.Path, parse: RowParser, progress: Progress, tally: _Tally) -> None:
+        try:
+            size = (await source.stat()).st_size
+            handle = await anyio.open_file(source, "rb")
+        except OSError as exc:
+            raise InvalidInputError("path", f"cannot read {source}: {exc.strerror or exc}") from None
+        async with handle, self.db.transaction("memory_import") as tx:
+            await ArchiveRepository(tx).defer_foreign_keys()
+            async with aclosing(read_batches(handle, parse, IMPORT_CHUNK)) as batches:
+                async for spec, chunk, read in batches:
+                    await self._store(tx, spec, chunk, tally)
+                    mib = f"{read / 2**20:.1f} of {size / 2**20:.1f} MiB"
+                    await progress(min(read, size), size, f"imported {tally.rows} rows ({spec.name}), {mib} read")
+
+    async def _store(self, tx: Tx, spec: TableSpec, chunk: list[BaseModel], tally: _Tally) -> None:
+        """Upsert one chunk of a table's rows, note the changes and bring the index in line."""
+        touched = []
+        for record, outcome in zip(chunk, await ArchiveRepository(tx).upsert_many(spec, chunk), strict=True):
+            if outcome.inserted or outcome.updated:
+                touched.append(record)
+                tx.changed(spec.name, ":".join(str(getattr(record, k)) for k in spec.key), "import")
+            tally.count(spec.name, outcome)
+        reindex = self._reindexers.get(spec.name)
+        if reindex is not None and touched:
+            await reindex(tx, touched)
+            tally.reindexed += len(touched)
+        tally.rows += len(chunk)
 
     async def _file_path(self, field: str, path: str) -> anyio.Path:
         if not self.settings.file_paths_allowed:
             raise InvalidInputError(field, "file paths are disabled on this server; pass the document inline")
         return await (await anyio.Path(path).expanduser()).absolute()
+
+
+@dataclass
+class _Tally:
+    """What an import has done so far, by table."""
+
+    inserted: dict[str, int] = field(default_factory=dict)
+    updated: dict[str, int] = field(default_factory=dict)
+    unchanged: dict[str, int] = field(default_factory=dict)
+    reindexed: int = 0
+    rows: int = 0
+
+    def count(self, table: str, outcome: UpsertResult) -> None:
+        self.inserted[table] = self.inserted.get(table, 0) + outcome.inserted
+        self.updated[table] = self.updated.get(table, 0) + outcome.updated
+        self.unchanged[table] = self.unchanged.get(table, 0) + (not outcome.inserted and not outcome.updated)
+
+
+async def _remove(path: anyio.Path) -> None:
+    with anyio.CancelScope(shield=True):
+        await path.unlink(missing_ok=True)
 
 
 def _chunks(parsed: dict[str, list[BaseModel]]) -> Iterator[tuple[TableSpec, list[BaseModel]]]:
@@ -275,59 +291,3 @@ def _chunks(parsed: dict[str, list[BaseModel]]) -> Iterator[tuple[TableSpec, lis
         rows = parsed[spec.name]
         for start in range(0, len(rows), IMPORT_CHUNK):
             yield spec, rows[start : start + IMPORT_CHUNK]
-
-
-def _check_document(document: dict[str, Any]) -> dict[str, list[Any]]:
-    if document.get("format") != EXPORT_FORMAT:
-        raise ImportFormatError(f"document: format must be {EXPORT_FORMAT!r}")
-    if document.get("format_version") != EXPORT_VERSION:
-        raise ImportFormatError(f"document: format_version {document.get('format_version')!r} is not supported")
-    tables = document.get("tables")
-    if not isinstance(tables, dict):
-        raise ImportFormatError("document.tables: must be an object of table name to rows")
-    unknown = set(tables) - {spec.name for spec in TABLES}
-    if unknown:
-        raise ImportFormatError(f"document.tables: unknown table {sorted(unknown)[0]!r}")
-    for name, rows in tables.items():
-        if not isinstance(rows, list):
-            raise ImportFormatError(f"document.tables.{name}: must be a list of rows")
-    return tables
-
-
-def _parse_row(spec: TableSpec, index: int, row: Any, scrub: Scrubber, only_project: str | None) -> BaseModel:
-    """Validate one imported row against its record model and scrub its free-text fields."""
-    where = f"document.tables.{spec.name}[{index}]"
-    if not isinstance(row, dict):
-        raise ImportFormatError(f"{where}: must be an object")
-    unknown = set(row) - set(spec.columns)
-    if unknown:
-        raise ImportFormatError(f"{where}.{sorted(unknown)[0]}: unknown field")
-    try:
-        record = spec.model.model_validate(row)
-    except ValidationError as exc:
-        err = exc.errors()[0]
-        raise ImportFormatError(f"{where}.{'.'.join(map(str, err['loc']))}: {err['msg']}") from None
-    project = getattr(record, "project", None)
-    if only_project is not None and project is not None and project != only_project:
-        raise ImportFormatError(f"{where}.project: this connection may only import into {only_project!r}")
-    if project is not None and not (project == GLOBAL_PROJECT and spec.name in _GLOBAL_TABLES):
-        try:
-            check_project(project)
-        except InvalidInputError as exc:
-            raise ImportFormatError(f"{where}.project: {exc.rule}") from None
-    cleaned: dict[str, Any] = {}
-    for name, value in record.model_dump().items():
-        if (name.endswith("_at") or name == "due") and value is not None:
-            try:
-                cleaned[name] = moment(name, value)  # stored times are always UTC "…Z" text
-            except InvalidInputError as exc:
-                raise ImportFormatError(f"{where}.{name}: {exc.rule}") from None
-        elif name in _NOT_TEXT:
-            cleaned[name] = value
-        elif isinstance(value, str):
-            cleaned[name] = scrub.text(value)
-        elif isinstance(value, list):
-            cleaned[name] = [scrub.text(v) if isinstance(v, str) else v for v in value]
-        else:
-            cleaned[name] = value
-    return spec.model.model_validate(cleaned)

@@ -38,7 +38,7 @@ async def memory_export(
     if all_projects and only is not None:
         raise ToolError(f"all_projects: this connection may only export project {only!r}")
     projects = None if all_projects else [await project_of(ctx, project)]
-    return await app_of(ctx).operations.export(projects, path, overwrite)
+    return await app_of(ctx).operations.export(projects, path, overwrite, progress=ctx.report_progress)
 
 
 async def memory_import(

@@ -1,0 +1,186 @@
+"""What a valid export document is: its header, its tables and rows, checked and cleaned for import."""
+
+from __future__ import annotations
+
+import codecs
+from collections.abc import AsyncGenerator, Callable, Mapping, Sequence
+from typing import Any, Protocol
+
+from pydantic import BaseModel, ValidationError
+
+from mcp_memory.errors import ImportFormatError, InvalidInputError
+from mcp_memory.repositories.archive import TABLES, TABLES_BY_NAME, TableSpec
+from mcp_memory.services.common import GLOBAL_PROJECT, Scrubber, check_project, moment
+from mcp_memory.services.export_text import DocumentReader, DocumentSyntaxError, Header
+
+EXPORT_FORMAT = "mcp-memory-export"
+EXPORT_VERSION = 1
+READ_CHUNK = 2**20  # bytes of an import file read at a time
+
+RowParser = Callable[[TableSpec, int, Any], BaseModel]
+"""Validates and cleans one raw row of a table, given its position there."""
+
+# Only these tables have a global scope ("*"); anything else there would be out of every tool's reach.
+_GLOBAL_TABLES = {"lessons", "slots"}
+
+# Columns that hold identifiers, times or enumerations rather than free text: never scrubbed.
+_NOT_TEXT = {
+    "id",
+    "project",
+    "agent_id",
+    "session_id",
+    "root_id",
+    "parent_id",
+    "superseded_by",
+    "fingerprint",
+    "merge_key",
+    "source_id",
+    "target_id",
+    "outcome_id",
+    "card_id",
+    "action_id",
+    "depends_on",
+    "status",
+    "due",
+    "kind",
+    "type",
+    "source",
+    "task_type",
+    "name",
+}
+
+
+class ByteSource(Protocol):
+    """An open binary file as anyio gives it."""
+
+    async def read(self, size: int = -1) -> bytes: ...
+
+
+def header(schema_version: int, projects: Sequence[str] | None) -> dict[str, Any]:
+    """Every top-level value of an export document but its tables."""
+    return {
+        "format": EXPORT_FORMAT,
+        "format_version": EXPORT_VERSION,
+        "schema_version": schema_version,
+        "projects": sorted(projects) if projects is not None else "*",
+    }
+
+
+def check_header(values: Mapping[str, Any]) -> None:
+    """Refuse a document that is not an export this version can read."""
+    if values.get("format") != EXPORT_FORMAT:
+        raise ImportFormatError(f"document: format must be {EXPORT_FORMAT!r}")
+    if values.get("format_version") != EXPORT_VERSION:
+        raise ImportFormatError(f"document: format_version {values.get('format_version')!r} is not supported")
+
+
+def check_document(document: dict[str, Any]) -> dict[str, list[Any]]:
+    """The tables of a whole (in-memory) document, once its header and shape are right."""
+    check_header(document)
+    tables = document.get("tables")
+    if not isinstance(tables, dict):
+        raise ImportFormatError("document.tables: must be an object of table name to rows")
+    unknown = set(tables) - {spec.name for spec in TABLES}
+    if unknown:
+        raise ImportFormatError(f"document.tables: unknown table {sorted(unknown)[0]!r}")
+    for name, rows in tables.items():
+        if not isinstance(rows, list):
+            raise ImportFormatError(f"document.tables.{name}: must be a list of rows")
+    return tables
+
+
+def row_parser(scrub: Scrubber, only_project: str | None) -> RowParser:
+    """A RowParser that scrubs free text with `scrub` and, if given, admits only `only_project`."""
+
+    def parse(spec: TableSpec, index: int, row: Any) -> BaseModel:
+        return _parse_row(spec, index, row, scrub, only_project)
+
+    return parse
+
+
+async def read_batches(
+    source: ByteSource, parse: RowParser, batch: int
+) -> AsyncGenerator[tuple[TableSpec, list[BaseModel], int], None]:
+    """Parsed rows of an export file, up to `batch` of one table at a time, with the bytes read so far.
+
+    Rows come in the file's order. A header value is checked as soon as it is read and the
+    header's presence at the end, so a file that turns out not to be an export fails the import.
+    """
+    reader = DocumentReader(TABLES_BY_NAME)
+    decoder = codecs.getincrementaldecoder("utf-8-sig")()  # a byte order mark is tolerated
+    seen: dict[str, Any] = {}
+    spec: TableSpec | None = None
+    rows: list[BaseModel] = []
+    read = 0
+    while True:
+        try:
+            data = await source.read(READ_CHUNK)
+            read += len(data)
+            text = decoder.decode(data, final=not data)
+            items = reader.feed(text) + (reader.close() if not data else [])
+        except OSError as exc:
+            raise InvalidInputError("path", f"cannot read the file: {exc.strerror or exc}") from None
+        except UnicodeDecodeError as exc:
+            raise InvalidInputError("path", f"not UTF-8 text (byte {read - len(data) + exc.start})") from None
+        except DocumentSyntaxError as exc:
+            raise InvalidInputError("path", f"not a JSON export document: {exc}") from None
+        for item in items:
+            if isinstance(item, Header):
+                seen[item.key] = item.value
+                if item.key in ("format", "format_version"):
+                    check_header({"format": EXPORT_FORMAT, "format_version": EXPORT_VERSION, **seen})
+                continue
+            table = TABLES_BY_NAME[item.table]
+            if rows and (table is not spec or len(rows) >= batch):
+                assert spec is not None
+                yield spec, rows, read
+                rows = []
+            spec = table
+            rows.append(parse(table, item.index, item.value))
+        if not data:
+            break
+    check_header(seen)
+    if not reader.saw_tables:
+        raise ImportFormatError("document.tables: must be an object of table name to rows")
+    if rows:
+        assert spec is not None
+        yield spec, rows, read
+
+
+def _parse_row(spec: TableSpec, index: int, row: Any, scrub: Scrubber, only_project: str | None) -> BaseModel:
+    """Validate one imported row against its record model and scrub its free-text fields."""
+    where = f"document.tables.{spec.name}[{index}]"
+    if not isinstance(row, dict):
+        raise ImportFormatError(f"{where}: must be an object")
+    unknown = set(row) - set(spec.columns)
+    if unknown:
+        raise ImportFormatError(f"{where}.{sorted(unknown)[0]}: unknown field")
+    try:
+        record = spec.model.model_validate(row)
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        raise ImportFormatError(f"{where}.{'.'.join(map(str, err['loc']))}: {err['msg']}") from None
+    project = getattr(record, "project", None)
+    if only_project is not None and project is not None and project != only_project:
+        raise ImportFormatError(f"{where}.project: this connection may only import into {only_project!r}")
+    if project is not None and not (project == GLOBAL_PROJECT and spec.name in _GLOBAL_TABLES):
+        try:
+            check_project(project)
+        except InvalidInputError as exc:
+            raise ImportFormatError(f"{where}.project: {exc.rule}") from None
+    cleaned: dict[str, Any] = {}
+    for name, value in record.model_dump().items():
+        if (name.endswith("_at") or name == "due") and value is not None:
+            try:
+                cleaned[name] = moment(name, value)  # stored times are always UTC "…Z" text
+            except InvalidInputError as exc:
+                raise ImportFormatError(f"{where}.{name}: {exc.rule}") from None
+        elif name in _NOT_TEXT:
+            cleaned[name] = value
+        elif isinstance(value, str):
+            cleaned[name] = scrub.text(value)
+        elif isinstance(value, list):
+            cleaned[name] = [scrub.text(v) if isinstance(v, str) else v for v in value]
+        else:
+            cleaned[name] = value
+    return spec.model.model_validate(cleaned)

@@ -1,0 +1,192 @@
+"""Export to and import from files through the real server: streamed, exact, and all-or-nothing."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+from mcp import Client
+
+from mcp_memory.server import build_server
+from mcp_memory.services import export_format, operations
+from tests.conftest import FakeClock, call, call_error
+from tests.test_tools_operations import anyio_backend, export_document, exported, fresh_settings, populate
+
+__all__ = ["anyio_backend", "exported"]  # module-scoped fixtures shared with the in-memory import tests
+
+Progress = list[tuple[float, float | None, str | None]]
+
+
+def dumped(document: dict[str, Any]) -> str:
+    return json.dumps(document, ensure_ascii=False, indent=1, sort_keys=True)
+
+
+async def empty_after(client: Client) -> None:
+    """Assert that nothing at all was written: no rows, no audit entries, nothing indexed."""
+    left = await export_document(client, all_projects=True)
+    health = await call(client, "memory_diagnose")
+    assert all(rows == [] for rows in left["tables"].values())
+    assert health["counts"]["audit_log"] == 0
+    assert health["index_docs"] == {}
+
+
+async def test_a_file_export_is_the_inline_document_byte_for_byte(
+    client: Client, clock: FakeClock, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(operations, "EXPORT_PAGE", 2)  # several pages per table
+    await populate(client, clock)
+    await call(client, "memory_save", content='Naïve "quotes"\nand a second line — ✓', concepts=["ünïcode"])
+    inline = await export_document(client)
+    target = tmp_path / "backup.json"
+
+    written = await call(client, "memory_export", path=str(target))
+
+    assert target.read_text(encoding="utf-8") == dumped(inline)
+    assert written["counts"] == {name: len(rows) for name, rows in inline["tables"].items()}
+    assert not (tmp_path / "backup.json.tmp").exists()
+
+
+async def test_a_file_export_reports_progress_and_a_cancelled_one_leaves_no_file(
+    client: Client, clock: FakeClock, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(operations, "EXPORT_PAGE", 1)
+    await populate(client, clock)
+    folder = tmp_path / "backups"
+    folder.mkdir()
+    target = folder / "backup.json"
+    seen: Progress = []
+
+    async def record(progress: float, total: float | None, message: str | None) -> None:
+        seen.append((progress, total, message))
+
+    result = await client.call_tool("memory_export", {"path": str(target)}, progress_callback=record)
+    target.unlink()
+    with anyio.CancelScope() as scope:
+
+        async def cancel(progress: float, total: float | None, message: str | None) -> None:
+            if progress == 3:
+                scope.cancel()
+
+        await client.call_tool("memory_export", {"path": str(target)}, progress_callback=cancel)
+
+    assert not result.is_error
+    assert [(p, t) for p, t, _ in seen] == [(float(i), 8.0) for i in range(1, 9)]  # 2 sessions, 3 obs, 3 memories
+    assert seen[-1][2] == "exported 8 of 8 rows (sessions)"  # tables are written in name order
+    assert scope.cancelled_caught
+    await anyio.sleep(0.05)  # the server finishes unwinding the cancelled call
+    assert [p.name async for p in anyio.Path(folder).iterdir()] == []
+
+
+async def test_a_file_import_takes_tables_in_any_order_and_the_header_last(
+    client: Client, clock: FakeClock, tmp_path: Path
+) -> None:
+    await populate(client, clock)
+    original = await export_document(client)
+    shuffled = {"tables": dict(reversed(list(original["tables"].items())))}
+    shuffled.update({key: value for key, value in original.items() if key != "tables"})
+    source = tmp_path / "shuffled.json"
+    source.write_text(json.dumps(shuffled, separators=(",", ":")), encoding="utf-8")
+
+    async with Client(build_server(fresh_settings(tmp_path), clock)) as fresh:
+        imported = await call(fresh, "memory_import", path=str(source))
+        copied = await export_document(fresh)
+        recalled = await call(fresh, "memory_recall", query="msgpack wire format")
+        health = await call(fresh, "memory_diagnose")
+    async with Client(build_server(fresh_settings(tmp_path, "inline"), clock)) as other:
+        inline = await call(other, "memory_import", document=original)
+
+    assert imported == inline
+    assert imported["inserted"] == {"sessions": 2, "observations": 3, "memories": 3}
+    assert copied == original
+    assert recalled["hits"][0]["snippet"].startswith("Chose msgpack")
+    assert health["index_in_sync"] is True
+
+
+async def test_a_file_import_reports_progress_in_bytes_read(
+    exported: dict[str, Any], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(operations, "IMPORT_CHUNK", 2)
+    monkeypatch.setattr(export_format, "READ_CHUNK", 512)
+    source = tmp_path / "backup.json"
+    source.write_text(dumped(exported), encoding="utf-8")
+    size = source.stat().st_size
+    seen: Progress = []
+
+    async def record(progress: float, total: float | None, message: str | None) -> None:
+        seen.append((progress, total, message))
+
+    async with Client(build_server(fresh_settings(tmp_path))) as fresh:
+        result = await fresh.call_tool("memory_import", {"path": str(source)}, progress_callback=record)
+
+    assert not result.is_error
+    done = [p for p, _, _ in seen]
+    assert len(seen) >= 5  # memories 3, observations 3, sessions 2: at least five chunks of two
+    assert done == sorted(done)
+    assert {t for _, t, _ in seen} == {size}
+    assert done[-1] == size
+    assert str(seen[-1][2]).startswith("imported 8 rows (sessions)")
+
+
+async def test_a_truncated_file_rolls_back_the_rows_it_had_already_written(
+    exported: dict[str, Any], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(operations, "IMPORT_CHUNK", 2)
+    monkeypatch.setattr(export_format, "READ_CHUNK", 256)
+    text = dumped(exported)
+    source = tmp_path / "cut.json"
+    source.write_text(text[: int(len(text) * 0.9)], encoding="utf-8")
+    chunks: Progress = []
+
+    async def record(progress: float, total: float | None, message: str | None) -> None:
+        chunks.append((progress, total, message))
+
+    async with Client(build_server(fresh_settings(tmp_path))) as fresh:
+        result = await fresh.call_tool("memory_import", {"path": str(source)}, progress_callback=record)
+        message = result.content[0].text if result.is_error else ""  # type: ignore[union-attr]
+        await empty_after(fresh)
+
+    assert result.is_error
+    assert "path:" in message
+    assert "ends early" in message
+    assert chunks  # some rows had been stored before the end was found missing
+
+
+@pytest.mark.parametrize(
+    ("content", "expected"),
+    [
+        ('{"format": "mcp-memory-export", "tables": {}}', "document: format_version"),
+        ('{"tables": {"sessions": [{"id": "s1"}]}}', "document.tables.sessions[0]"),
+        ('{"format_version": 1, "tables": {}}', "document: format must be"),
+        ('{"format": "mcp-memory-export", "format_version": 1}', "document.tables: must be an object"),
+        ('{"format": "mcp-memory-export", "format_version": 1, "tables": {}} []', "path: not a JSON export"),
+    ],
+)
+async def test_a_file_that_is_not_a_whole_export_is_refused_and_nothing_is_written(
+    client: Client, tmp_path: Path, content: str, expected: str
+) -> None:
+    source = tmp_path / "odd.json"
+    source.write_text(content, encoding="utf-8")
+
+    message = await call_error(client, "memory_import", path=str(source))
+
+    assert expected in message
+    await empty_after(client)
+
+
+async def test_a_byte_order_mark_is_read_past_and_bytes_that_are_not_utf8_are_named(
+    exported: dict[str, Any], tmp_path: Path
+) -> None:
+    with_bom = tmp_path / "bom.json"
+    with_bom.write_bytes(b"\xef\xbb\xbf" + dumped(exported).encode())
+    latin = tmp_path / "latin1.json"
+    latin.write_bytes(b'{"format": "caf\xe9"}')
+
+    async with Client(build_server(fresh_settings(tmp_path))) as fresh:
+        imported = await call(fresh, "memory_import", path=str(with_bom))
+        message = await call_error(fresh, "memory_import", path=str(latin))
+
+    assert imported["inserted"] == {"sessions": 2, "observations": 3, "memories": 3}
+    assert "path: not UTF-8 text (byte 15)" in message
