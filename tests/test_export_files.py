@@ -10,6 +10,7 @@ import anyio
 import pytest
 from mcp import Client
 
+from mcp_memory.repositories import archive
 from mcp_memory.server import build_server
 from mcp_memory.services import export_format, operations
 from tests.conftest import FakeClock, call, call_error
@@ -33,12 +34,16 @@ async def empty_after(client: Client) -> None:
     assert health["index_docs"] == {}
 
 
+@pytest.mark.parametrize("walk", [False, True], ids=["sorted", "walked"])
 async def test_a_file_export_is_the_inline_document_byte_for_byte(
-    client: Client, clock: FakeClock, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    client: Client, clock: FakeClock, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, walk: bool
 ) -> None:
     monkeypatch.setattr(operations, "EXPORT_PAGE", 2)  # several pages per table
+    if walk:  # a large project's rows come in key order from a walk of the key index, not a sort
+        monkeypatch.setattr(archive, "_SORT_ROWS", 0)
     await populate(client, clock)
     await call(client, "memory_save", content='Naïve "quotes"\nand a second line — ✓', concepts=["ünïcode"])
+    await call(client, "memory_save", content="Another project's note.", project="other")
     inline = await export_document(client)
     target = tmp_path / "backup.json"
 
