@@ -42,6 +42,15 @@ def peak_rss_mib() -> float:
     return _mib("VmHWM")
 
 
+def reset_peak_rss() -> None:
+    """Start peak_rss_mib() afresh from the current RSS (Linux; elsewhere the peak keeps counting)."""
+    try:
+        with open("/proc/self/clear_refs", "w", encoding="ascii") as refs:
+            refs.write("5")
+    except OSError:
+        pass
+
+
 def code_version() -> str:
     """Which code was measured: the commit, and whether mcp_memory/ had uncommitted changes."""
     repo = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
