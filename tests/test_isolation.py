@@ -351,6 +351,32 @@ async def test_a_bound_token_cannot_export_other_projects(server: HttpServer, se
     assert _leaks(_visible(result), "alpha") == []
 
 
+async def test_a_bound_tokens_diagnosis_counts_its_own_project_only(
+    server: HttpServer, seeded: dict[str, Seeded]
+) -> None:
+    async with mcp_client(server, TOKEN) as admin:
+        await call(admin, "memory_save", content="Only delta keeps this note.", project="delta")
+        everything = await call(admin, "memory_diagnose")
+        all_rows = (await call(admin, "memory_export", all_projects=True))["counts"]
+    async with mcp_client(server, BOUND["alpha"]) as client:
+        mine = await call(client, "memory_diagnose")
+        own_rows = (await call(client, "memory_export"))["counts"]
+
+    tables = set(own_rows) & set(mine["counts"])
+    assert {t: mine["counts"][t] for t in tables} == {t: own_rows[t] for t in tables}
+    assert {t: everything["counts"][t] for t in tables} == {t: all_rows[t] for t in tables}
+    assert 0 < mine["counts"]["memories"] < everything["counts"]["memories"]
+    assert "search_terms" not in mine["counts"]  # the vocabulary is shared by every project
+    assert 0 < sum(mine["index_docs"].values()) < sum(everything["index_docs"].values())
+    assert mine["index_docs"] == mine["stored_docs"]
+    assert mine["index_in_sync"] is True
+    assert 0 < mine["index_postings"] < everything["index_postings"]
+    assert (mine["projects"], mine["db_path"], mine["db_bytes"]) == (["alpha"], "", 0)
+    assert "page_count" not in mine["sqlite"]
+    assert everything["db_bytes"] > 0
+    assert set(everything["projects"]) >= {"alpha", "beta", "gamma", "delta"}
+
+
 async def test_a_bound_token_cannot_import_into_other_projects(server: HttpServer) -> None:
     async with mcp_client(server, BOUND["beta"]) as beta:  # a record of its own: the canaries stay untouched
         saved = await call(beta, "memory_save", content="Beta keeps the vault combination in the safe.")

@@ -211,9 +211,11 @@ class EmbeddingReport(BaseModel):
     dimension: int | None = Field(None, description="Vector dimension, once known.")
     vectors: int = Field(description="Indexed records with a current vector.")
     lacking: int = Field(description="Indexed records without a current vector: found by BM25 alone until embedded.")
-    queued: int = Field(description="Records waiting to be embedded by this process.")
-    embedded: int = Field(description="Records embedded by this process since it started.")
-    failures: int = Field(description="Failed embedding attempts since start-up (each is retried).")
+    queued: int = Field(description="Records waiting to be embedded by this process (0 for a restricted caller).")
+    embedded: int = Field(description="Records embedded by this process since it started (0 for a restricted caller).")
+    failures: int = Field(
+        description="Failed embedding attempts since start-up, each retried (0 for a restricted caller)."
+    )
     last_error: str | None = None
     stored_by_model: dict[str, int] = Field(
         default_factory=dict, description="Stored vectors per model (another model's are replaced as records re-embed)."
@@ -221,7 +223,7 @@ class EmbeddingReport(BaseModel):
 
 
 class DiagnoseResult(BaseModel):
-    """Health of the database and the index."""
+    """Health of the database and the index (a restricted caller's: its own project's figures only)."""
 
     version: str
     schema_version: int

@@ -64,6 +64,14 @@ class EmbeddingRepository(Repository):
         )
         return [(r[0], r[1]) for r in rows]
 
-    async def counts_by_model(self) -> dict[str, int]:
-        rows = await self.conn.fetchall("SELECT model, count(*) FROM embeddings GROUP BY model")
+    async def counts_by_model(self, project: str | None = None) -> dict[str, int]:
+        """Stored vectors per model, of one project's records or all."""
+        if project is None:
+            rows = await self.conn.fetchall("SELECT model, count(*) FROM embeddings GROUP BY model")
+        else:
+            rows = await self.conn.fetchall(
+                "SELECT e.model, count(*) FROM embeddings e JOIN search_docs d ON d.doc_id = e.doc_id"
+                " WHERE d.project = ? GROUP BY e.model",
+                (project,),
+            )
         return {r[0]: r[1] for r in rows}

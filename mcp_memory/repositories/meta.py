@@ -46,8 +46,21 @@ class MetaRepository(Repository):
     async def schema_version(self) -> int:
         return int(await self.conn.fetchval("SELECT coalesce(max(version), 0) FROM schema_migrations") or 0)
 
-    async def table_counts(self) -> dict[str, int]:
-        return {t: int(await self.conn.fetchval(f"SELECT count(*) FROM {t}")) for t in COUNTED_TABLES}
+    async def table_counts(self, project: str | None = None) -> dict[str, int]:
+        """Rows per table; with `project`, that project's rows (the shared vocabulary is left out)."""
+        if project is None:
+            return {t: int(await self.conn.fetchval(f"SELECT count(*) FROM {t}")) for t in COUNTED_TABLES}
+        counts = {}
+        for table in COUNTED_TABLES:
+            if table == "search_terms":
+                continue
+            sql = (
+                "SELECT count(*) FROM action_dependencies d JOIN actions a ON a.id = d.action_id WHERE a.project = ?"
+                if table == "action_dependencies"
+                else f"SELECT count(*) FROM {table} WHERE project = ?"
+            )
+            counts[table] = int(await self.conn.fetchval(sql, (project,)))
+        return counts
 
     async def integrity_check(self) -> list[str]:
         rows = await self.conn.fetchall("PRAGMA integrity_check")

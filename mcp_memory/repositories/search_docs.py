@@ -72,8 +72,10 @@ class SearchDocRepository(Repository):
         """Stored documents analysed by another analyzer version."""
         return int(await self.conn.fetchval("SELECT count(*) FROM search_docs WHERE analyzer <> ?", (analyzer,)))
 
-    async def counts_by_kind(self) -> dict[str, int]:
-        rows = await self.conn.fetchall("SELECT kind, count(*) FROM search_docs GROUP BY kind")
+    async def counts_by_kind(self, project: str | None = None) -> dict[str, int]:
+        """Stored documents per kind, in one project or all."""
+        where, params = ("WHERE project = ?", (project,)) if project is not None else ("", ())
+        rows = await self.conn.fetchall(f"SELECT kind, count(*) FROM search_docs {where} GROUP BY kind", params)
         return {r[0]: r[1] for r in rows}
 
     async def term_count(self) -> int:

@@ -241,9 +241,9 @@ class SearchIndex:
         project = self._where.get(doc_id)
         return project is not None and self._partitions[project].has_vector(doc_id)
 
-    def vector_count(self) -> int:
-        """Indexed records that have a vector."""
-        return sum(p.vector_count for p in self._partitions.values())
+    def vector_count(self, project: str | None = None) -> int:
+        """Indexed records that have a vector, in one project or all."""
+        return sum(p.vector_count for p in self._scope(project))
 
     def drop_vectors(self) -> None:
         """Forget every vector (another model takes over)."""
@@ -285,17 +285,29 @@ class SearchIndex:
             return 0 if part is None else part.n_docs
         return sum(p.n_docs for p in self._partitions.values())
 
-    def counts_by_kind(self) -> dict[str, int]:
-        """Indexed documents per kind, across projects."""
+    def counts_by_kind(self, project: str | None = None) -> dict[str, int]:
+        """Indexed documents per kind, in one project or across projects."""
         counts: Counter[str] = Counter()
-        for partition in self._partitions.values():
+        for partition in self._scope(project):
             for code, count in partition.kind_counts().items():
                 counts[self._kinds.name(code) or "?"] += count
         return dict(counts)
 
-    def posting_count(self) -> int:
-        """Postings held in memory (including dead ones awaiting compaction)."""
-        return sum(p.posting_count for p in self._partitions.values())
+    def posting_count(self, project: str | None = None) -> int:
+        """Postings held in memory (including dead ones awaiting compaction), in one project or all."""
+        return sum(p.posting_count for p in self._scope(project))
+
+    def term_count(self, project: str | None = None) -> int:
+        """Distinct terms: the vocabulary, or those occurring in one project's documents."""
+        if project is None:
+            return len(self.vocab)
+        return sum(len(p.df) for p in self._scope(project))
+
+    def _scope(self, project: str | None) -> list[Partition]:
+        if project is None:
+            return list(self._partitions.values())
+        partition = self._partitions.get(project)
+        return [] if partition is None else [partition]
 
     def projects(self) -> list[str]:
         """Projects with at least one indexed document."""

@@ -53,31 +53,34 @@ class OperationsService(Service):
             return False
         return self.deps.indexer.built
 
-    async def diagnose(self) -> DiagnoseResult:
-        """Schema, counts, integrity, index consistency and a latency self-test."""
+    async def diagnose(self, only_project: str | None = None) -> DiagnoseResult:
+        """Schema, counts, integrity, index consistency and a latency self-test.
+
+        With `only_project` (a restricted caller), every figure is that project's and nothing
+        tells of other projects or of the server: no path, no file size, no process counters.
+        """
+        only = only_project
         async with self.db.read() as conn:
             meta = MetaRepository(conn)
             schema = await meta.schema_version()
-            counts = await meta.table_counts()
+            counts = await meta.table_counts(only)
             integrity = await meta.integrity_check()
             pragmas = await meta.pragmas()
-            stored = await SearchDocRepository(conn).counts_by_kind()
-            observations = await ObservationRepository(conn).count()
-            latest_memories = await MemoryRepository(conn).count(latest_only=True)
-            stored_vectors = await EmbeddingRepository(conn).counts_by_model()
-        in_memory = self.deps.index.counts_by_kind()
+            stored = await SearchDocRepository(conn).counts_by_kind(only)
+            observations = await ObservationRepository(conn).count(only)
+            latest_memories = await MemoryRepository(conn).count(only, latest_only=True)
+            stored_vectors = await EmbeddingRepository(conn).counts_by_model(only)
+        index = self.deps.index
+        in_memory = index.counts_by_kind(only)
         expected_ok = stored.get("observation", 0) == observations and stored.get("memory", 0) == latest_memories
-        size = 0
-        for suffix in ("", "-wal"):
-            path = anyio.Path(f"{self.db.path}{suffix}")
-            if await path.exists():
-                size += (await path.stat()).st_size
+        if only is not None:
+            pragmas = {k: v for k, v in pragmas.items() if k not in ("page_count", "freelist_count")}
         return DiagnoseResult(
             version=__version__,
             schema_version=schema,
             analyzer_version=ANALYZER_VERSION,
-            db_path=str(self.db.path),
-            db_bytes=size,
+            db_path=str(self.db.path) if only is None else "",
+            db_bytes=await self._db_bytes() if only is None else 0,
             sqlite=pragmas,
             integrity=integrity,
             integrity_ok=integrity == ["ok"],
@@ -85,20 +88,28 @@ class OperationsService(Service):
             index_docs=in_memory,
             stored_docs=stored,
             index_in_sync=in_memory == stored and expected_ok,
-            index_terms=len(self.deps.index.vocab),
-            index_postings=self.deps.index.posting_count(),
-            projects=self.deps.index.projects(),
-            latency=self._latency_probe(),
-            embeddings=self._embedding_report(stored_vectors),
+            index_terms=index.term_count(only),
+            index_postings=index.posting_count(only),
+            projects=index.projects() if only is None else [p for p in index.projects() if p == only],
+            latency=self._latency_probe(only),
+            embeddings=self._embedding_report(stored_vectors, only),
         )
 
-    def _embedding_report(self, stored: dict[str, int]) -> EmbeddingReport:
+    async def _db_bytes(self) -> int:
+        size = 0
+        for suffix in ("", "-wal"):
+            path = anyio.Path(f"{self.db.path}{suffix}")
+            if await path.exists():
+                size += (await path.stat()).st_size
+        return size
+
+    def _embedding_report(self, stored: dict[str, int], only: str | None) -> EmbeddingReport:
         index, embedder = self.deps.index, self.deps.embedder
-        vectors = index.vector_count()
+        vectors = index.vector_count(only)
         report = EmbeddingReport(
             provider="none",
             vectors=vectors,
-            lacking=index.doc_count() - vectors,
+            lacking=index.doc_count(only) - vectors,
             queued=0,
             embedded=0,
             failures=0,
@@ -107,15 +118,16 @@ class OperationsService(Service):
         if embedder is not None:
             report.provider = embedder.model
             report.dimension = embedder.provider.dim
-            report.queued = embedder.queued
-            report.embedded = embedder.embedded
-            report.failures = embedder.failures
-            report.last_error = embedder.last_error
+            if only is None:  # the embedder's counters and errors span every project
+                report.queued = embedder.queued
+                report.embedded = embedder.embedded
+                report.failures = embedder.failures
+                report.last_error = embedder.last_error
         return report
 
-    def _latency_probe(self, queries: int = 40) -> LatencyReport:
+    def _latency_probe(self, only: str | None, queries: int = 40) -> LatencyReport:
         """Time searches of random two-term queries drawn from the vocabulary, per project."""
-        projects = self.deps.index.projects()
+        projects = [p for p in self.deps.index.projects() if only is None or p == only]
         vocab = list(self.deps.index.vocab.values())
         if not projects or not vocab:
             return LatencyReport(queries=0, p50_ms=0.0, p95_ms=0.0, max_ms=0.0)

@@ -19,11 +19,7 @@ FilePath = Annotated[
 
 async def memory_diagnose(ctx: Ctx) -> DiagnoseResult:
     """Check health: schema version, record counts, integrity, index consistency and search latency."""
-    result = await app_of(ctx).operations.diagnose()
-    only = await restricted_to(ctx)
-    if only is not None:  # a restricted caller learns nothing about other projects or the server's disk
-        result = result.model_copy(update={"projects": [p for p in result.projects if p == only], "db_path": ""})
-    return result
+    return await app_of(ctx).operations.diagnose(only_project=await restricted_to(ctx))
 
 
 async def memory_export(
