@@ -53,13 +53,12 @@ class OperationsService(Service):
             return False
         return self.deps.indexer.built
 
-    async def diagnose(self, only_project: str | None = None) -> DiagnoseResult:
+    async def diagnose(self, only: str | None = None) -> DiagnoseResult:
         """Schema, counts, integrity, index consistency and a latency self-test.
 
-        With `only_project` (a restricted caller), every figure is that project's and nothing
+        With `only` (a restricted caller's project), every figure is that project's and nothing
         tells of other projects or of the server: no path, no file size, no process counters.
         """
-        only = only_project
         async with self.db.read() as conn:
             meta = MetaRepository(conn)
             schema = await meta.schema_version()
