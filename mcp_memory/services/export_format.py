@@ -127,7 +127,7 @@ async def read_batches(
         for item in items:
             if isinstance(item, Header):
                 seen[item.key] = item.value
-                if item.key in ("format", "format_version"):
+                if item.key in ("format", "format_version"):  # checked now; a missing one at the end
                     check_header({"format": EXPORT_FORMAT, "format_version": EXPORT_VERSION, **seen})
                 continue
             table = TABLES_BY_NAME[item.table]

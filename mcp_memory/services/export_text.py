@@ -118,6 +118,14 @@ class _At(Enum):
     END = auto()
 
 
+# After a value inside an object or list: its closing character, and the state after "," or after it.
+_AFTER_VALUE = {
+    _At.TOP_NEXT: ("}", _At.TOP_KEY, _At.END),
+    _At.TABLE_NEXT: ("}", _At.TABLE_KEY, _At.TOP_NEXT),
+    _At.ROW_NEXT: ("]", _At.ROW, _At.TABLE_NEXT),
+}
+
+
 class _NeedMore(Exception):
     """The buffered text stops inside the next token."""
 
@@ -215,15 +223,12 @@ class DocumentReader:
             value = self._value()
             self._at = _At.TOP_NEXT
             return Header(self._key, value)
-        elif at in (_At.TOP_NEXT, _At.TABLE_NEXT, _At.ROW_NEXT):
-            close = {_At.TOP_NEXT: "}", _At.TABLE_NEXT: "}", _At.ROW_NEXT: "]"}[at]
-            if char not in ("," + close):
+        elif at in _AFTER_VALUE:
+            close, after_comma, after_close = _AFTER_VALUE[at]
+            if char != "," and char != close:
                 raise self._syntax(f"expected ',' or '{close}'", self._pos)
             self._pos += 1
-            if char == ",":
-                self._at = {_At.TOP_NEXT: _At.TOP_KEY, _At.TABLE_NEXT: _At.TABLE_KEY, _At.ROW_NEXT: _At.ROW}[at]
-            else:
-                self._at = {_At.TOP_NEXT: _At.END, _At.TABLE_NEXT: _At.TOP_NEXT, _At.ROW_NEXT: _At.TABLE_NEXT}[at]
+            self._at = after_comma if char == "," else after_close
         elif at in (_At.TABLE_FIRST, _At.TABLE_KEY):
             if char == "}" and at is _At.TABLE_FIRST:
                 self._pos += 1
@@ -261,9 +266,7 @@ class DocumentReader:
         assert match is not None  # the pattern matches the empty string
         self._pos = match.end()
         if self._pos >= len(self._buf):
-            if self._closed and self._at is _At.END:
-                raise _NeedMore
-            if self._closed:
+            if self._closed and self._at is not _At.END:
                 raise self._syntax("the document ends early", self._pos)
             raise _NeedMore
         return self._buf[self._pos]
