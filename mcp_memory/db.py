@@ -251,17 +251,20 @@ class Database:
 
         await anyio.Path(path.parent).mkdir(parents=True, exist_ok=True)
         writer = await _connect(path, busy_timeout_ms, synchronous)
+        db = cls(path, writer, [])
         try:
             mode = await (await writer.execute("PRAGMA journal_mode=WAL")).fetchone()
             if mode is None or str(mode[0]).lower() != "wal":
                 raise StorageError(f"could not switch {path} to WAL mode (got {mode and mode[0]})")
-            db = cls(path, writer, [])
-            await apply_migrations(db)
-            db._readers = [await _connect(path, busy_timeout_ms, synchronous) for _ in range(readers)]
+            for _ in range(readers):
+                db._readers.append(await _connect(path, busy_timeout_ms, synchronous))
             db._free_readers = list(db._readers)
             db._reader_available = anyio.Semaphore(readers)
+            # after the readers: an up-to-date file is recognised by a read, without the write lock
+            await apply_migrations(db)
         except BaseException:
-            await writer.close()
+            for conn in (*db._readers, writer):
+                await conn.close()
             raise
         return db
 

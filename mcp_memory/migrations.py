@@ -266,13 +266,15 @@ async def schema_version(db: Database) -> int:
 
 async def apply_migrations(db: Database) -> int:
     """Apply every migration newer than the file's version; returns the resulting version."""
+    known = MIGRATIONS[-1][0]
+    if await schema_version(db) == known:
+        return known  # the common case needs no write lock, which another process may hold for long
     async with db.migration_step() as conn:
         await conn.execute(
             "CREATE TABLE IF NOT EXISTS schema_migrations ("
             " version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at TEXT NOT NULL)"
         )
         newest = int(await conn.fetchval("SELECT coalesce(max(version), 0) FROM schema_migrations") or 0)
-    known = MIGRATIONS[-1][0]
     if newest > known:
         raise StorageError(
             f"{db.path} has schema version {newest}, newer than this mcp-memory knows ({known}); upgrade mcp-memory"

@@ -53,6 +53,25 @@ async def test_migrations_are_applied_once(tmp_path: Path) -> None:
     await reopened.close()
 
 
+async def test_an_up_to_date_file_opens_while_another_process_writes(tmp_path: Path) -> None:
+    path = tmp_path / "m.db"
+    await (await Database.open(path)).close()
+    other = sqlite3.connect(path, isolation_level=None)
+    try:
+        other.execute("BEGIN IMMEDIATE")  # a long write elsewhere, such as a large import
+        other.execute(*_insert_slot("theirs"))
+        db = await Database.open(path, busy_timeout_ms=50)  # no migration is due: no write lock needed
+        try:
+            async with db.read() as conn:
+                assert await conn.fetchval("SELECT count(*) FROM schema_migrations") == len(MIGRATIONS)
+                assert await conn.fetchval("SELECT count(*) FROM slots") == 0  # theirs is not committed yet
+        finally:
+            other.execute("COMMIT")
+            await db.close()
+    finally:
+        other.close()
+
+
 async def test_a_failed_transaction_leaves_nothing_behind(tmp_path: Path) -> None:
     db = await Database.open(tmp_path / "m.db")
     try:
