@@ -66,11 +66,18 @@ class AppContext:
 
 @asynccontextmanager
 async def open_app(
-    settings: Settings, clock: Clock = system_clock, provider: EmbeddingProvider | None = None
+    settings: Settings,
+    clock: Clock = system_clock,
+    provider: EmbeddingProvider | None = None,
+    *,
+    build_in_background: bool = False,
 ) -> AsyncIterator[AppContext]:
     """Open the database, rebuild the index from it, wire the services; close everything at exit.
 
-    `provider` overrides the embedding provider the settings name (tests pass their own).
+    `provider` overrides the embedding provider the settings name (tests pass their own). With
+    `build_in_background` the index is built after this yields, and whatever needs it calls
+    `deps.indexer.ensure_built` first (the server does, so a large store does not hold up the
+    MCP handshake).
     """
     if provider is None:
         key = settings.embedding_api_key
@@ -141,13 +148,16 @@ async def open_app(
             consolidation=ConsolidateService(deps, episodic, memories, lessons, summaries),
             reflection=ReflectService(deps, lessons),
         )
-        await indexer.rebuild(db)
+        if build_in_background:
+            indexer.start_build(db)
+        else:
+            await indexer.ensure_built(db)
         if embedder is not None:
-            embedder.start()
-            logger.info("embeddings: %s, %d stored vectors loaded", embedder.model, index.vector_count())
+            embedder.start()  # it waits for the index before its first pass
         logger.info("mcp-memory ready: %s", settings.db)
         yield app
     finally:
+        await indexer.stop_build()
         if embedder is not None:
             await embedder.stop()
         await db.close()

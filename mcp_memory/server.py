@@ -21,7 +21,7 @@ from mcp_memory.context import AppContext, open_app
 from mcp_memory.errors import MCPMemoryError
 from mcp_memory.search.embeddings import EmbeddingProvider
 from mcp_memory.tools import tools_for
-from mcp_memory.tools._common import check_arguments
+from mcp_memory.tools._common import check_arguments, tool_error
 from mcp_memory.tools.prompts import register_prompts_and_resources
 
 logger = logging.getLogger(__name__)
@@ -65,7 +65,9 @@ class SharedApp:
         async with self._lock:
             if self._app is None:
                 stack = AsyncExitStack()
-                self._app = await stack.enter_async_context(open_app(self._settings, self._clock, self._provider))
+                self._app = await stack.enter_async_context(
+                    open_app(self._settings, self._clock, self._provider, build_in_background=True)
+                )
                 self._stack = stack
             self._users += 1
             app = self._app
@@ -84,9 +86,16 @@ _READS_INDEX = ("tools/call", "resources/read", "prompts/get")
 
 
 async def sync_index(ctx: ServerRequestContext[AppContext, Any], call_next: CallNext) -> HandlerResult:
-    """Server middleware: bring the index up to date with other processes' writes before a call."""
+    """Server middleware: before a call, wait for the index to be built (the server builds it after
+    the handshake), then bring it up to date with other processes' writes."""
     if ctx.method in _READS_INDEX and isinstance(ctx.lifespan_context, AppContext):
         app = ctx.lifespan_context
+        try:
+            await app.deps.indexer.ensure_built(app.deps.db)
+        except MCPMemoryError as exc:
+            if ctx.method == "tools/call" and ctx.params:
+                return tool_error(str(ctx.params.get("name")), f"the search index could not be built: {exc}")
+            raise
         try:
             await app.deps.indexer.sync(app.deps.db)
         except MCPMemoryError as exc:  # a busy or broken database shows up in the call itself

@@ -8,6 +8,7 @@ from mcp_memory.repositories.base import Repository, placeholders
 from mcp_memory.search.index import IndexDoc
 
 _CHUNK = 500
+_PAGE = 10_000
 _COLUMNS = ", ".join(IndexDoc._fields)  # the table's columns carry the tuple's field names
 
 
@@ -54,8 +55,11 @@ class SearchDocRepository(Repository):
         await self.conn.execute("DELETE FROM search_docs")
 
     async def all_docs(self) -> list[IndexDoc]:
-        rows = await self.conn.fetchall(f"SELECT {_COLUMNS} FROM search_docs ORDER BY rowid")
-        return [IndexDoc._make(r) for r in rows]
+        """Every stored document, read a page at a time: the event loop serves others in between."""
+        docs: list[IndexDoc] = []
+        async for page in self.conn.pages(f"SELECT {_COLUMNS} FROM search_docs ORDER BY rowid", size=_PAGE):
+            docs.extend(IndexDoc._make(r) for r in page)
+        return docs
 
     async def get_many(self, doc_ids: Sequence[str]) -> list[IndexDoc]:
         docs: list[IndexDoc] = []

@@ -130,6 +130,7 @@ class Embedder:
     async def _run(self) -> None:
         while True:
             try:
+                await self.indexer.ensure_built(self.db)
                 if self._catch_up_due and time.monotonic() >= self._next_catch_up:
                     self._catch_up_due = False
                     await self._catch_up()

@@ -7,13 +7,16 @@ the record, and updates the in-memory index only once the transaction has commit
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import hashlib
 import json
 import logging
+import threading
 from collections import Counter
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Protocol, TypeVar
 
 from mcp_memory.clock import epoch
 from mcp_memory.db import Conn, Database, Tx
@@ -91,6 +94,7 @@ class Indexer:
     def __init__(self, index: SearchIndex) -> None:
         self.index = index
         self.built = False
+        self._build: asyncio.Task[int] | None = None
         self._seen_seq = 0  # the last audit-log row whose changes the in-memory index reflects
         self._vocab_mark = 0  # every term id up to this one was read from the database
         self._sources: dict[str, DocSource] = {}
@@ -188,8 +192,38 @@ class Indexer:
 
         tx.on_commit(apply)
 
+    def start_build(self, db: Database) -> None:
+        """Build the index in a background task, unless it is built or being built."""
+        if not self.built and (self._build is None or self._build.done()):
+            self._build = asyncio.get_running_loop().create_task(self.rebuild(db), name="mcp-memory-index-build")
+            self._build.add_done_callback(_log_failed_build)
+
+    async def ensure_built(self, db: Database) -> None:
+        """Return once the index is built: wait for the build in progress, or start one.
+
+        The build belongs to no caller: one that is cancelled stops waiting, not building. A build
+        that failed (the database was unreadable) raises here and is started again by the next call.
+        """
+        if self.built:
+            return
+        if self._build is None or self._build.done():
+            self.start_build(db)
+        assert self._build is not None
+        await asyncio.shield(self._build)
+
+    async def stop_build(self) -> None:
+        """Cancel a build in progress (at shutdown)."""
+        if self._build is not None and not self._build.done():
+            self._build.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._build
+
     async def rebuild(self, db: Database) -> int:
-        """Load the index from stored terms; re-analyse first when the analyzer version changed."""
+        """Load the index from stored terms; re-analyse first when the analyzer version changed.
+
+        The CPU-bound load runs in a thread, so the event loop keeps answering (the MCP handshake,
+        health checks) while a large index is built; callers wait in ensure_built().
+        """
         async with db.read() as conn:
             stale = await SearchDocRepository(conn).stale_count(ANALYZER_VERSION)
             recorded = await MetaRepository(conn).get("analyzer_version")
@@ -202,14 +236,14 @@ class Indexer:
             docs = await store.all_docs()
             vectors = [] if self.vectors is None else await EmbeddingRepository(conn).current(self.vectors.model)
         self.index.set_vocabulary(vocab)
-        self.index.load(docs)
+        await _in_daemon_thread(self.index.load, docs)
         if vectors:
             self.index.load_vectors(vectors)
         self._seen_seq = seen
         self._vocab_mark = max(vocab.values(), default=0)
         self.built = True
         db.after_every_commit(self._after_commit)
-        logger.info("search index rebuilt: %d documents, %d terms", len(docs), len(vocab))
+        logger.info("search index built: %d documents, %d terms, %d vectors", len(docs), len(vocab), len(vectors))
         return len(docs)
 
     async def reanalyse(self, db: Database) -> int:
@@ -298,3 +332,37 @@ class Indexer:
     def batches(self, specs: Sequence[DocSpec]) -> list[list[DocSpec]]:
         """Split specs into transaction-sized batches."""
         return [list(specs[i : i + _REINDEX_BATCH]) for i in range(0, len(specs), _REINDEX_BATCH)]
+
+
+_T = TypeVar("_T")
+
+
+async def _in_daemon_thread(fn: Callable[[_T], None], arg: _T) -> None:
+    """Run `fn(arg)` in a thread of its own; a daemon, so that a process told to stop while a large
+    index loads exits at once instead of joining it (anyio's worker threads are joined at exit)."""
+    loop = asyncio.get_running_loop()
+    done: asyncio.Future[None] = loop.create_future()
+
+    def settle(error: BaseException | None) -> None:
+        if not done.done():  # cancelled meanwhile: the caller has gone
+            if error is None:
+                done.set_result(None)
+            else:
+                done.set_exception(error)
+
+    def work() -> None:
+        error: BaseException | None = None
+        try:
+            fn(arg)
+        except BaseException as exc:  # handed to the awaiting task, which re-raises it
+            error = exc
+        with contextlib.suppress(RuntimeError):  # the loop has closed: the process is stopping
+            loop.call_soon_threadsafe(settle, error)
+
+    threading.Thread(target=work, name="mcp-memory-index-load", daemon=True).start()
+    await done
+
+
+def _log_failed_build(task: asyncio.Task[int]) -> None:
+    if not task.cancelled() and (exc := task.exception()) is not None:
+        logger.error("could not build the search index (the next call tries again): %s", exc)

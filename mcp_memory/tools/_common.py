@@ -110,9 +110,14 @@ async def check_arguments(ctx: ServerRequestContext[Any, Any], call_next: CallNe
         if meta is not None and isinstance(arguments, dict):
             problem = _argument_problem(meta, arguments)
             if problem:
-                text = f"Error executing tool {name}: {problem}"
-                return CallToolResult(content=[TextContent(type="text", text=text)], is_error=True)
+                return tool_error(str(name), problem)
     return await call_next(ctx)
+
+
+def tool_error(name: str, problem: str) -> CallToolResult:
+    """A failed tool call's result, worded as the SDK words errors raised by tools."""
+    text = f"Error executing tool {name}: {problem}"
+    return CallToolResult(content=[TextContent(type="text", text=text)], is_error=True)
 
 
 def _argument_problem(meta: FuncMetadata, arguments: dict[str, Any]) -> str | None:
