@@ -11,9 +11,8 @@ version is set back, so opening the store re-analyses it, and that needs the loc
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Iterator
-from contextlib import contextmanager
-from pathlib import Path
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from typing import Any
 
 import anyio
@@ -34,59 +33,59 @@ async def _store_notes(settings: Settings, clock: FakeClock) -> list[str]:
         return [(await call(client, "memory_observe", content=note, type="note"))["id"] for note in NOTES]
 
 
-@contextmanager
-def _write_lock_held_elsewhere(path: Path) -> Iterator[sqlite3.Connection]:
-    """Another writer holds the write lock; and the store asks for re-analysis, which needs it."""
-    with sqlite3.connect(path) as conn:
+@asynccontextmanager
+async def _opened_while_another_writer_holds_the_lock(
+    settings: Settings, clock: FakeClock, busy_timeout_ms: int
+) -> AsyncIterator[tuple[Client, SharedApp, sqlite3.Connection]]:
+    """A server connected while another writer holds the write lock, which its index build needs
+    (the store asks for re-analysis); the test releases the lock with `other.execute("ROLLBACK")`."""
+    with sqlite3.connect(settings.db) as conn:
         conn.execute("UPDATE meta SET value = '1' WHERE key = 'analyzer_version'")
-    other = sqlite3.connect(path, isolation_level=None)
+    settings = settings.model_copy(update={"busy_timeout_ms": busy_timeout_ms})
+    shared = SharedApp(settings, clock)
+    other = sqlite3.connect(settings.db, isolation_level=None)
     try:
         other.execute("BEGIN IMMEDIATE")
-        yield other
+        async with Client(build_server(settings, clock, shared=shared)) as client:
+            yield client, shared, other
     finally:
         other.close()
 
 
 async def test_the_handshake_and_tool_list_do_not_wait_for_the_index(settings: Settings, clock: FakeClock) -> None:
     ids = await _store_notes(settings, clock)
-    settings = settings.model_copy(update={"busy_timeout_ms": 60_000})
-    shared = SharedApp(settings, clock)
-    with _write_lock_held_elsewhere(settings.db) as other:
-        async with Client(build_server(settings, clock, shared=shared)) as client:
-            tools = await client.list_tools()
-            assert "memory_recall" in {tool.name for tool in tools.tools}
-            assert not await shared.ready()
+    async with _opened_while_another_writer_holds_the_lock(settings, clock, 60_000) as (client, shared, other):
+        tools = await client.list_tools()
+        assert "memory_recall" in {tool.name for tool in tools.tools}
+        assert not await shared.ready()
 
-            answers: list[dict[str, Any]] = []
+        answers: list[dict[str, Any]] = []
 
-            async def recall() -> None:
-                answers.append(await call(client, "memory_recall", query="flaky upload test"))
+        async def recall() -> None:
+            answers.append(await call(client, "memory_recall", query="flaky upload test"))
 
-            async with anyio.create_task_group() as tasks:
-                tasks.start_soon(recall)
-                tasks.start_soon(recall)
-                await anyio.sleep(0.3)
-                assert answers == []  # waiting for the index, not answering from an empty one
-                other.execute("ROLLBACK")
-            assert await shared.ready()
-            assert [answer["hits"][0]["id"] for answer in answers] == [ids[1], ids[1]]
-            diagnosis = await call(client, "memory_diagnose")
+        async with anyio.create_task_group() as tasks:
+            tasks.start_soon(recall)
+            tasks.start_soon(recall)
+            await anyio.sleep(0.3)
+            assert answers == []  # waiting for the index, not answering from an empty one
+            other.execute("ROLLBACK")
+        assert await shared.ready()
+        assert [answer["hits"][0]["id"] for answer in answers] == [ids[1], ids[1]]
+        diagnosis = await call(client, "memory_diagnose")
     assert diagnosis["index_in_sync"] is True
     assert diagnosis["index_docs"] == {"observation": 2}
 
 
 async def test_a_build_that_fails_is_reported_by_the_call_and_tried_again(settings: Settings, clock: FakeClock) -> None:
     ids = await _store_notes(settings, clock)
-    settings = settings.model_copy(update={"busy_timeout_ms": 50})
-    shared = SharedApp(settings, clock)
-    with _write_lock_held_elsewhere(settings.db) as other:
-        async with Client(build_server(settings, clock, shared=shared)) as client:
-            error = await call_error(client, "memory_recall", query="streaming importer")
-            assert "the search index could not be built" in error
-            assert "locked by another writer" in error
-            assert not await shared.ready()
+    async with _opened_while_another_writer_holds_the_lock(settings, clock, 50) as (client, shared, other):
+        error = await call_error(client, "memory_recall", query="streaming importer")
+        assert "the search index could not be built" in error
+        assert "locked by another writer" in error
+        assert not await shared.ready()
 
-            other.execute("ROLLBACK")
-            hits = (await call(client, "memory_recall", query="streaming importer"))["hits"]
-            assert await shared.ready()
+        other.execute("ROLLBACK")
+        hits = (await call(client, "memory_recall", query="streaming importer"))["hits"]
+        assert await shared.ready()
     assert [hit["id"] for hit in hits] == [ids[0]]
