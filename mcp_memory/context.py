@@ -154,7 +154,7 @@ async def open_app(
             await indexer.ensure_built(db)
         if embedder is not None:
             embedder.start()  # it waits for the index before its first pass
-        logger.info("mcp-memory ready: %s", settings.db)
+        logger.info("mcp-memory open: %s%s", settings.db, "" if indexer.built else " (building the search index)")
         yield app
     finally:
         await indexer.stop_build()
