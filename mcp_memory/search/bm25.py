@@ -199,8 +199,9 @@ class Partition(DocStore):
         rows = [self._place(key, blob, length, attrs, saved[key]) for key, (blob, length, attrs) in latest.items()]
         blobs = [blob for blob, _, _ in latest.values()]
         sizes = np.fromiter((len(b) // TERM_DTYPE.itemsize for b in blobs), dtype=np.int64, count=len(blobs))
-        owners = np.repeat(np.asarray(rows, dtype=np.int32), sizes)
-        terms, docs_of, tfs = _group_by_term(decode_terms(b"".join(blobs)), owners)
+        terms, docs_of, tfs = _group_by_term(
+            decode_terms(b"".join(blobs)), np.repeat(np.asarray(rows, dtype=np.int32), sizes)
+        )
         starts, ends = _runs(terms)
         for term, start, end in zip(terms[starts].tolist(), starts.tolist(), ends.tolist(), strict=True):
             self._writable_postings(term).extend(docs_of[start:end], tfs[start:end])
