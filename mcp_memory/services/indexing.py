@@ -194,11 +194,14 @@ class Indexer:
 
         tx.on_commit(apply)
 
-    def start_build(self, db: Database) -> None:
-        """Build the index in a background task, unless it is built or being built."""
-        if not self.built and (self._build is None or self._build.done()):
+    def start_build(self, db: Database) -> asyncio.Task[int] | None:
+        """Build the index in a background task unless it is built; returns the build in progress."""
+        if self.built:
+            return None
+        if self._build is None or self._build.done():  # none yet, or the last one failed
             self._build = asyncio.get_running_loop().create_task(self.rebuild(db), name="mcp-memory-index-build")
             self._build.add_done_callback(_log_failed_build)
+        return self._build
 
     async def ensure_built(self, db: Database) -> None:
         """Return once the index is built: wait for the build in progress, or start one.
@@ -206,12 +209,9 @@ class Indexer:
         The build belongs to no caller: one that is cancelled stops waiting, not building. A build
         that failed (the database was unreadable) raises here and is started again by the next call.
         """
-        if self.built:
-            return
-        if self._build is None or self._build.done():
-            self.start_build(db)
-        assert self._build is not None
-        await asyncio.shield(self._build)
+        build = self.start_build(db)
+        if build is not None:
+            await asyncio.shield(build)
 
     async def stop_build(self) -> None:
         """Cancel a build in progress (at shutdown)."""
