@@ -384,13 +384,16 @@ async def test_a_bound_token_cannot_import_into_other_projects(server: HttpServe
     forged = theirs | {"content": "Overwritten by alpha.", "updated_at": "2099-01-01T00:00:00Z"}
     planted = theirs | {"id": "mem_plantedbyalpha0000000", "root_id": "mem_plantedbyalpha0000000"}
     document = {"format": "mcp-memory-export", "format_version": 1, "tables": {"memories": [forged, planted]}}
+    stolen = forged | {"project": "alpha"}  # claims alpha's own project for beta's id
     async with mcp_client(server, BOUND["alpha"]) as alpha:
         await alpha.call_tool("memory_import", {"document": document})
+        refused = await call_error(alpha, "memory_import", document=document | {"tables": {"memories": [stolen]}})
     async with mcp_client(server, BOUND["beta"]) as beta:
         after = (await call(beta, "memory_get", id=saved["id"]))["memory"]
         planted_seen = await beta.call_tool("memory_get", {"id": planted["id"]})
-    assert after["content"] == theirs["content"]
+    assert after == theirs
     assert planted_seen.is_error
+    assert "document.tables.memories[0].id: already names a record of another project" in refused
 
 
 # -- --isolated and roots over stdio ---------------------------------------------------------------------

@@ -570,3 +570,145 @@ async def test_exporting_into_a_missing_folder_names_path(client: Client, tmp_pa
     message = await call_error(client, "memory_export", path=str(tmp_path / "no" / "such" / "out.json"))
 
     assert "path" in message
+
+
+# -- an import stays inside its projects --------------------------------------------------------------
+
+
+async def _another_projects_records(client: Client) -> dict[str, Any]:
+    """Records of project "beta" that an import for "alpha" will try to reach; returns beta's export."""
+    await call(
+        client, "memory_observe", content="Beta chose Kafka for the event bus.", session_id="conv-b", project="beta"
+    )
+    await call(client, "memory_save", content="Beta's vault combination is kept in the safe.", project="beta")
+    await call(
+        client,
+        "memory_outcome_record",
+        task="Rotate the beta certificates",
+        success=False,
+        error="expired intermediate",
+        mistake_cards=[{"type": "skipped_check", "correct_decision": "Check the whole chain first"}],
+        project="beta",
+    )
+    await call(client, "memory_action_create", title="Renew the beta domain", project="beta")
+    return await export_document(client, project="beta")
+
+
+def _forgeries(beta: dict[str, Any]) -> list[tuple[str, dict[str, list[dict[str, Any]]]]]:
+    """(the field the import must name, tables of project "alpha" reaching into beta's records)."""
+    t = beta["tables"]
+    session, memory, outcome = t["sessions"][0], t["memories"][0], t["outcomes"][0]
+    card, action = t["mistake_cards"][0], t["actions"][0]
+    mine = memory | {"id": "mem_alphaown00000000000", "root_id": "mem_alphaown00000000000", "project": "alpha"}
+    mine["session_id"] = None
+    own_outcome = outcome | {"id": "out_alphaown00000000000", "project": "alpha", "session_id": None}
+    relation = {
+        "id": "rel_alphaown00000000000",
+        "project": "alpha",
+        "source_id": mine["id"],
+        "target_id": memory["id"],
+        "type": "related",
+        "created_at": memory["created_at"],
+        "updated_at": memory["updated_at"],
+    }
+    return [
+        ("memories[0].id", {"memories": [memory | {"project": "alpha", "updated_at": "2099-01-01T00:00:00.000000Z"}]}),
+        (
+            "memories[1].session_id",
+            {"memories": [mine, mine | {"id": "mem_alphaown00000000001", "session_id": session["id"]}]},
+        ),
+        ("memories[0].parent_id", {"memories": [mine | {"parent_id": memory["id"], "version": 2}]}),
+        (
+            "observations[0].session_id",
+            {"observations": [t["observations"][0] | {"id": "obs_alphaown00000000000", "project": "alpha"}]},
+        ),
+        (
+            "outcome_mistake_cards[0].card_id",
+            {
+                "outcomes": [own_outcome],
+                "outcome_mistake_cards": [{"outcome_id": own_outcome["id"], "card_id": card["id"]}],
+            },
+        ),
+        (
+            "actions[0].parent_id",
+            {"actions": [action | {"id": "act_alphaown00000000000", "project": "alpha", "parent_id": action["id"]}]},
+        ),
+        ("relations[0].target_id", {"memories": [mine], "relations": [relation]}),
+    ]
+
+
+async def test_an_import_never_replaces_or_links_to_another_projects_records(client: Client) -> None:
+    before = await _another_projects_records(client)
+
+    for field, tables in _forgeries(before):
+        document = {"format": "mcp-memory-export", "format_version": 1, "tables": tables}
+        message = await call_error(client, "memory_import", document=document)
+        assert f"document.tables.{field}:" in message, (field, message)
+        assert "another project" in message
+
+    assert await export_document(client, project="beta") == before
+    assert sum(len(rows) for rows in (await export_document(client, project="alpha"))["tables"].values()) == 0
+
+
+async def test_a_restricted_import_cannot_link_another_projects_records_either(tmp_path: Path) -> None:
+    settings = fresh_settings(tmp_path)
+    async with Client(build_server(settings)) as anyone:
+        beta = await _another_projects_records(anyone)
+    outcome, card = beta["tables"]["outcomes"][0], beta["tables"]["mistake_cards"][0]
+    link = {"outcome_mistake_cards": [{"outcome_id": outcome["id"], "card_id": card["id"]}]}
+    async with Client(build_server(settings.model_copy(update={"project": "alpha", "isolated": True}))) as alpha:
+        message = await call_error(
+            alpha, "memory_import", document={"format": "mcp-memory-export", "format_version": 1, "tables": link}
+        )
+    assert "document.tables.outcome_mistake_cards[0].outcome_id: names a record of another project" in message
+
+
+async def test_an_import_may_link_to_global_lessons_and_to_rows_later_in_the_file(
+    client: Client, tmp_path: Path
+) -> None:
+    lesson = (await call(client, "memory_lesson_save", content="Pin tool versions in CI.", scope="global"))["lesson"]
+    memory = {
+        "id": "mem_alphaown00000000000",
+        "project": "alpha",
+        "kind": "fact",
+        "content": "Alpha pins ruff in CI.",
+        "root_id": "mem_alphaown00000000000",
+        "created_at": "2025-01-01T00:00:00.000000Z",
+        "updated_at": "2025-01-01T00:00:00.000000Z",
+    }
+    relations = [
+        {
+            "id": f"rel_alphaown0000000000{i}",
+            "project": "alpha",
+            "source_id": memory["id"],
+            "target_id": target,
+            "type": "related",
+            "created_at": memory["created_at"],
+            "updated_at": memory["updated_at"],
+        }
+        for i, target in enumerate([lesson["id"], "mem_alphaown00000000001"])
+    ]
+    later = memory | {
+        "id": "mem_alphaown00000000001",
+        "root_id": "mem_alphaown00000000001",
+        "content": "Alpha pins mypy.",
+    }
+    document = {
+        "format": "mcp-memory-export",
+        "format_version": 1,
+        "tables": {"relations": relations, "memories": [memory, later]},  # a file is read in its own order
+    }
+    path = tmp_path / "forward.json"
+    path.write_text(json.dumps(document))
+
+    result = await call(client, "memory_import", path=str(path))
+
+    assert result["inserted"] == {"relations": 2, "memories": 2}
+    related = await call(client, "memory_related", id=memory["id"], project="alpha")
+    assert {n["id"] for n in related["nodes"]} >= {lesson["id"], later["id"]}
+
+    theirs = later | {"id": "mem_betaown000000000001", "root_id": "mem_betaown000000000001", "project": "beta"}
+    relations[1] |= {"id": "rel_alphaown00000000009", "target_id": theirs["id"]}
+    path.write_text(json.dumps(document | {"tables": {"relations": relations, "memories": [memory, theirs]}}))
+    message = await call_error(client, "memory_import", path=str(path))
+    assert "document.tables.relations[1].target_id: names a record of another project" in message

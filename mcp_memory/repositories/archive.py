@@ -23,6 +23,8 @@ class TableSpec:
     bool_columns: tuple[str, ...] = ()
     scope: str = "t.project"
     join: str = ""
+    refs: tuple[tuple[str, str | None], ...] = ()
+    """Columns naming another record: (column, its table, or None when the id's prefix says)."""
 
     @property
     def columns(self) -> list[str]:
@@ -31,10 +33,31 @@ class TableSpec:
 
 TABLES: tuple[TableSpec, ...] = (
     TableSpec("sessions", r.Session, ("id",)),
-    TableSpec("observations", r.Observation, ("id",), ("facts", "concepts", "files")),
-    TableSpec("memories", r.Memory, ("id",), ("concepts", "files"), ("is_latest",)),
+    TableSpec(
+        "observations", r.Observation, ("id",), ("facts", "concepts", "files"), refs=(("session_id", "sessions"),)
+    ),
+    TableSpec(
+        "memories",
+        r.Memory,
+        ("id",),
+        ("concepts", "files"),
+        ("is_latest",),
+        refs=(
+            ("session_id", "sessions"),
+            ("root_id", "memories"),
+            ("parent_id", "memories"),
+            ("superseded_by", "memories"),
+        ),
+    ),
     TableSpec("lessons", r.Lesson, ("id",), ("tags", "source")),
-    TableSpec("outcomes", r.Outcome, ("id",), ("steps", "mistakes", "successes"), ("success", "task_type_inferred")),
+    TableSpec(
+        "outcomes",
+        r.Outcome,
+        ("id",),
+        ("steps", "mistakes", "successes"),
+        ("success", "task_type_inferred"),
+        refs=(("session_id", "sessions"),),
+    ),
     TableSpec("mistake_cards", r.MistakeCard, ("id",)),
     TableSpec(
         "outcome_mistake_cards",
@@ -42,17 +65,19 @@ TABLES: tuple[TableSpec, ...] = (
         ("outcome_id", "card_id"),
         scope="o.project",
         join="JOIN outcomes o ON o.id = t.outcome_id",
+        refs=(("outcome_id", "outcomes"), ("card_id", "mistake_cards")),
     ),
     TableSpec("slots", r.Slot, ("id",), bool_columns=("pinned",)),
-    TableSpec("actions", r.Action, ("id",), ("tags",)),
+    TableSpec("actions", r.Action, ("id",), ("tags",), refs=(("parent_id", "actions"),)),
     TableSpec(
         "action_dependencies",
         r.ActionDependency,
         ("action_id", "depends_on"),
         scope="a.project",
         join="JOIN actions a ON a.id = t.action_id",
+        refs=(("action_id", "actions"), ("depends_on", "actions")),
     ),
-    TableSpec("relations", r.Relation, ("id",)),
+    TableSpec("relations", r.Relation, ("id",), refs=(("source_id", None), ("target_id", None))),
 )
 TABLES_BY_NAME = {spec.name: spec for spec in TABLES}
 _SORT_ROWS = 20_000  # rows of some projects above which an export walks the key index (see dump_pages)
@@ -65,6 +90,8 @@ class UpsertResult:
 
     inserted: bool
     updated: bool
+    foreign: bool = False
+    """The key names a stored row of another project; nothing was written."""
 
 
 class ArchiveRepository(Repository):
@@ -117,6 +144,9 @@ class ArchiveRepository(Repository):
         for values in rows:
             key = tuple(values[k] for k in spec.key)
             existing = current.get(key)
+            if existing is not None and existing.get("project", values.get("project")) != values.get("project"):
+                results.append(UpsertResult(False, False, foreign=True))
+                continue
             if existing is None:
                 await self.conn.execute(
                     f"INSERT INTO {spec.name} ({', '.join(cols)}) VALUES ({placeholders(len(cols))})",
@@ -145,6 +175,19 @@ class ArchiveRepository(Repository):
             if values[column] is not None:
                 values[column] = int(values[column])
         return values
+
+    async def owners(self, table: str, ids: Sequence[str]) -> dict[str, str]:
+        """id -> project of the rows of `table` (one of TABLES with a project column) with those ids."""
+        found: dict[str, str] = {}
+        unique = list(dict.fromkeys(ids))
+        for start in range(0, len(unique), _CHUNK):
+            chunk = unique[start : start + _CHUNK]
+            rows = await self.conn.fetchall(
+                f"SELECT id, project FROM {TABLES_BY_NAME[table].name} WHERE id IN ({placeholders(len(chunk))})",
+                tuple(chunk),
+            )
+            found.update((row[0], row[1]) for row in rows)
+        return found
 
     async def defer_foreign_keys(self) -> None:
         """Check foreign keys at commit instead of per row, so rows may arrive in any order."""

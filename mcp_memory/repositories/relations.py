@@ -25,6 +25,11 @@ _TITLES: dict[str, tuple[str, str]] = {
 }
 
 
+def table_of(record_id: str) -> str:
+    """The table holding a record, by its id's prefix (caller-chosen session ids have none)."""
+    return _TITLES[kind_of(record_id) or "session"][0]
+
+
 def _relation(row: Row) -> Relation:
     return Relation(**row_dict(row))
 

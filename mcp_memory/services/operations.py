@@ -29,6 +29,7 @@ from mcp_memory.search.index import SearchFilter
 from mcp_memory.services.common import Deps, Progress, Service, no_progress
 from mcp_memory.services.export_format import RowParser, check_document, header, read_batches, row_parser
 from mcp_memory.services.export_text import DocumentWriter
+from mcp_memory.services.import_scope import ImportScope
 
 IMPORT_CHUNK = 1_000  # rows upserted, indexed and reported as progress at a time
 EXPORT_PAGE = 1_000  # rows read and written to an export file at a time
@@ -210,7 +211,7 @@ class OperationsService(Service):
             raise InvalidInputError("document", "give exactly one of document or path")
         scrub = self.scrubber()
         parse = row_parser(scrub, only_project)
-        tally = _Tally()
+        tally = _Tally(ImportScope(only_project))
         try:
             if document is not None:
                 await self._import_document(document, parse, progress, tally)
@@ -240,6 +241,7 @@ class OperationsService(Service):
             for spec, chunk in _chunks(parsed):
                 await self._store(tx, spec, chunk, tally)
                 await progress(tally.rows, total, f"imported {tally.rows} of {total} rows ({spec.name})")
+            await tally.scope.finish(ArchiveRepository(tx))
 
     async def _import_file(self, source: anyio.Path, parse: RowParser, progress: Progress, tally: _Tally) -> None:
         try:
@@ -254,11 +256,15 @@ class OperationsService(Service):
                     await self._store(tx, spec, chunk, tally)
                     mib = f"{read / 2**20:.1f} of {size / 2**20:.1f} MiB"
                     await progress(min(read, size), size, f"imported {tally.rows} rows ({spec.name}), {mib} read")
+            await tally.scope.finish(ArchiveRepository(tx))
 
     async def _store(self, tx: Tx, spec: TableSpec, chunk: list[BaseModel], tally: _Tally) -> None:
         """Upsert one chunk of a table's rows, note the changes and bring the index in line."""
+        archive = ArchiveRepository(tx)
+        outcomes = await archive.upsert_many(spec, chunk)
+        await tally.scope.check(archive, spec, tally.seen(spec.name), chunk, outcomes)
         touched = []
-        for record, outcome in zip(chunk, await ArchiveRepository(tx).upsert_many(spec, chunk), strict=True):
+        for record, outcome in zip(chunk, outcomes, strict=True):
             if outcome.inserted or outcome.updated:
                 touched.append(record)
                 tx.changed(spec.name, ":".join(str(getattr(record, k)) for k in spec.key), "import")
@@ -277,13 +283,18 @@ class OperationsService(Service):
 
 @dataclass
 class _Tally:
-    """What an import has done so far, by table."""
+    """What an import has done so far, by table, and the check that keeps it inside its projects."""
 
+    scope: ImportScope
     inserted: dict[str, int] = field(default_factory=dict)
     updated: dict[str, int] = field(default_factory=dict)
     unchanged: dict[str, int] = field(default_factory=dict)
     reindexed: int = 0
     rows: int = 0
+
+    def seen(self, table: str) -> int:
+        """Rows of `table` stored so far (the position of its next row in the document)."""
+        return self.inserted.get(table, 0) + self.updated.get(table, 0) + self.unchanged.get(table, 0)
 
     def count(self, table: str, outcome: UpsertResult) -> None:
         self.inserted[table] = self.inserted.get(table, 0) + outcome.inserted

@@ -1,0 +1,87 @@
+"""Keeps an import inside its projects: no row replaces, or points at, another project's record."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from pydantic import BaseModel
+
+from mcp_memory.errors import ImportFormatError
+from mcp_memory.repositories.archive import ArchiveRepository, TableSpec, UpsertResult
+from mcp_memory.repositories.relations import table_of
+from mcp_memory.services.common import GLOBAL_PROJECT
+
+# Records of these tables may be global ("*"), and a record of any project may point at them.
+_GLOBAL_TARGETS = {"lessons", "slots"}
+
+
+@dataclass(frozen=True, slots=True)
+class _Claim:
+    """One imported row's references, checked once the records they name are stored."""
+
+    where: str
+    project: str | None  # None: the row has no project of its own; its first reference's owner is it
+    refs: tuple[tuple[str, str, str], ...]  # (column, table, id)
+
+
+class ImportScope:
+    """Checks each upserted chunk of an import; call `finish` after the last one."""
+
+    def __init__(self, only_project: str | None) -> None:
+        self.only_project = only_project
+        self._pending: list[_Claim] = []  # rows naming records not stored yet (later in the document)
+
+    async def check(
+        self,
+        repo: ArchiveRepository,
+        spec: TableSpec,
+        first: int,
+        records: Sequence[BaseModel],
+        results: Sequence[UpsertResult],
+    ) -> None:
+        """Refuse the chunk if a row named another project's record; `first` is its first row's position."""
+        claims = []
+        for index, (record, result) in enumerate(zip(records, results, strict=True), start=first):
+            where = f"document.tables.{spec.name}[{index}]"
+            if result.foreign:
+                raise ImportFormatError(f"{where}.id: already names a record of another project; give the row a new id")
+            if not spec.refs:
+                continue
+            refs = tuple(
+                (column, table or table_of(value), value)
+                for column, table in spec.refs
+                if isinstance(value := getattr(record, column), str)
+            )
+            claims.append(_Claim(where, getattr(record, "project", None) or self.only_project, refs))
+        self._pending.extend(await self._settle(repo, claims, final=False))
+
+    async def finish(self, repo: ArchiveRepository) -> None:
+        """Check the rows that named records stored later in the import (missing ones are left to foreign keys)."""
+        pending, self._pending = self._pending, []
+        await self._settle(repo, pending, final=True)
+
+    async def _settle(self, repo: ArchiveRepository, claims: list[_Claim], final: bool) -> list[_Claim]:
+        """Check every claim against the owners of what it names; returns those still waiting for a record."""
+        wanted: dict[str, list[str]] = {}
+        for claim in claims:
+            for _, table, record_id in claim.refs:
+                wanted.setdefault(table, []).append(record_id)
+        owners = {table: await repo.owners(table, ids) for table, ids in wanted.items()}
+        waiting = []
+        for claim in claims:
+            found = [(column, table, owners[table].get(record_id)) for column, table, record_id in claim.refs]
+            if not final and any(owner is None for *_, owner in found):
+                waiting.append(claim)
+                continue
+            project = claim.project or found[0][2]
+            if project is None:
+                continue  # its parent row is missing: the foreign keys refuse it at commit
+            for column, table, owner in found:
+                if (
+                    owner is not None
+                    and owner != project
+                    and not (owner == GLOBAL_PROJECT and table in _GLOBAL_TARGETS)
+                ):
+                    raise ImportFormatError(f"{claim.where}.{column}: names a record of another project")
+        return waiting
