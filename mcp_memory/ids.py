@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import os
 import time
 
@@ -42,3 +43,21 @@ def kind_of(record_id: str) -> str | None:
     if not sep or not rest:
         return None
     return KIND_OF_PREFIX.get(prefix)
+
+
+SCOPE_MARK = "#"  # never part of a caller's session name, so a scoped id cannot meet a name
+
+
+def scoped_session_id(name: str, project: str) -> str:
+    """The stored id of a caller-named session when another project already holds that name.
+
+    Names are the caller's (a client's conversation key), so two projects may pick the same one;
+    the second gets the name marked with its project, and callers still see and use the name.
+    """
+    digest = int.from_bytes(hashlib.sha256(project.encode()).digest()[:8], "big") >> 4
+    return f"{name}{SCOPE_MARK}{_encode(digest, 12)}"
+
+
+def public_id(record_id: str) -> str:
+    """The id a caller sees: a scoped session's name without its project mark; any other id as it is."""
+    return record_id.partition(SCOPE_MARK)[0]

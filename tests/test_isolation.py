@@ -200,7 +200,6 @@ def probes(mine: Seeded, theirs: list[Seeded], tag: str, export: dict[str, Any])
             Probe("memory_action_create", {"title": "Sneaky", "depends_on": [act]}, refused=True),
             Probe("memory_action_create", {"title": "Sneaky", "parent_id": act}, refused=True),
             Probe("memory_save", {"content": "Sneaky replacement.", "supersedes": mem}, refused=True),
-            Probe("memory_observe", {"content": "Sneaky note.", "session_id": ses}, refused=True),
             Probe("memory_crystallize", {"session_id": ses, "force": True}, refused=True),
             Probe("memory_reflect", {"session_id": ses}, refused=True),
             Probe("memory_observations", {"session_id": ses, "full": True}, refused=None),
@@ -247,7 +246,7 @@ async def test_no_tool_prompt_or_resource_shows_another_projects_records(
                 assert _leaks(text, project) == [], where
                 if probe.refused or (probe.refused is None and result.is_error):
                     assert result.is_error, where
-                    assert "in this project" in text or "cannot be used" in text, f"{where}: {text[:500]}"
+                    assert "in this project" in text, f"{where}: {text[:500]}"
                 else:
                     assert not result.is_error, f"{where}: {text[:500]}"
                 seen.setdefault(probe.tool, []).append(text)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import anyio
@@ -9,6 +10,7 @@ import pytest
 from mcp import Client
 
 from mcp_memory.config import Settings
+from mcp_memory.ids import scoped_session_id
 from mcp_memory.server import build_server
 from tests.conftest import FakeClock, call, call_error
 
@@ -114,15 +116,48 @@ async def test_an_observation_without_session_id_never_joins_a_caller_named_sess
     assert again["session_id"] == implicit["session_id"]
 
 
-async def test_a_caller_chosen_session_id_owned_by_another_project_is_refused(client: Client) -> None:
-    await call(client, "memory_observe", content="Ops work.", session_id="conv-7", project="ops-team")
+async def test_two_projects_may_name_their_sessions_alike_and_each_sees_only_its_own(
+    client: Client,
+) -> None:
+    ops = await call(client, "memory_observe", content="Ops rotated the TLS keys.", session_id="conv-7", project="ops")
+    dev = await call(client, "memory_observe", content="Dev fixed the flaky login test.", session_id="conv-7")
+    again = await call(client, "memory_observe", content="Dev reran the suite.", type="error", session_id="conv-7")
+    assert (ops["session_id"], dev["session_id"], again["session_id"]) == ("conv-7",) * 3
+    assert [ops["session_created"], dev["session_created"], again["session_created"]] == [True, True, False]
+    await call(client, "memory_save", content="Dev's login test needs a fixed clock.", session_id="conv-7")
+    await call(client, "memory_outcome_record", task="Fix the login test", success=True, session_id="conv-7")
 
-    message = await call_error(client, "memory_observe", content="Same key here.", session_id="conv-7")
+    seen = {
+        "sessions": await call(client, "memory_sessions"),
+        "observations": await call(client, "memory_observations", session_id="conv-7", full=True),
+        "timeline": await call(client, "memory_timeline", session_id="conv-7"),
+        "recall": await call(client, "memory_recall", query="tls keys login test", session_id="conv-7"),
+        "search": await call(client, "memory_smart_search", query="login test", ids=["conv-7"]),
+        "crystallize": await call(client, "memory_crystallize", session_id="conv-7", force=True),
+        "reflect": await call(client, "memory_reflect", session_id="conv-7"),
+        "relate": await call(client, "memory_relate", source_id="conv-7", target_id=dev["id"]),
+        "related": await call(client, "memory_related", id="conv-7"),
+        "context": await call(client, "memory_context"),
+        "forget": await call(client, "memory_forget", session_id="conv-7", dry_run=True),
+    }
+    text = json.dumps(seen)
+    assert "TLS" not in text  # nothing of ops' session
+    assert scoped_session_id("conv-7", "test") not in text  # the name shows as the caller gave it
+    assert [s["id"] for s in seen["sessions"]["sessions"]] == ["conv-7"]
+    assert {o["id"] for o in seen["observations"]["observations"]} == {dev["id"], again["id"]}
+    assert {h["id"] for h in seen["recall"]["hits"]} <= {dev["id"], again["id"], "conv-7"}
+    assert ([s["id"] for s in seen["search"]["sessions"]], seen["search"]["missing"]) == (["conv-7"], [])
+    assert seen["crystallize"]["sessions"][0]["session_id"] == "conv-7"
+    assert seen["related"]["start"] == "conv-7"
+    assert [n["id"] for n in seen["related"]["nodes"]] == [dev["id"]]
+    assert set(seen["forget"]["deleted"]["observation"]) == {dev["id"], again["id"]}
+    assert seen["forget"]["deleted"]["session"] == ["conv-7"]
+    theirs = await call(client, "memory_observations", session_id="conv-7", project="ops", full=True)
+    assert [o["id"] for o in theirs["observations"]] == [ops["id"]]
 
-    assert "session_id" in message
-    assert "ops-team" not in message  # never says which project owns it
+    await call(client, "memory_forget", session_id="conv-7")  # dev's session only
     assert (await call(client, "memory_sessions"))["total"] == 0
-    assert (await call(client, "memory_sessions", project="ops-team"))["sessions"][0]["observation_count"] == 1
+    assert (await call(client, "memory_sessions", project="ops"))["sessions"][0]["observation_count"] == 1
 
 
 async def test_end_session_closes_the_session_and_the_next_observation_starts_another(

@@ -8,6 +8,7 @@ from pydantic import BaseModel, Field
 
 from mcp_memory.models.learning import LessonView
 from mcp_memory.models.organising import RelationView
+from mcp_memory.models.records import PublicId
 
 SummarySource = Literal["extractive", "sampling"]
 
@@ -15,7 +16,7 @@ SummarySource = Literal["extractive", "sampling"]
 class SessionSummaryView(BaseModel):
     """A session's crystallized summary."""
 
-    session_id: str
+    session_id: PublicId
     title: str | None
     summary: str
     source: SummarySource = Field(description="sampling: written by the client's model; else rule-based.")
@@ -34,7 +35,7 @@ class Change(BaseModel):
 
     kind: str = Field(description="Record kind: memory, lesson, session, observation, outcome.")
     action: str = Field(description="merged, promoted, crystallized, decayed, faded, folded, pruned, dropped.")
-    id: str
+    id: PublicId
     detail: str = ""
 
 
@@ -51,7 +52,7 @@ class ReflectResult(BaseModel):
     """What a reflection learned from a session or a time window."""
 
     project: str
-    session_id: str | None
+    session_id: PublicId | None
     since: str | None
     until: str | None
     anti_patterns: list[LessonView] = Field(description="Drawn from errors that recurred.")

@@ -6,6 +6,7 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
+from mcp_memory.models.records import PublicId
 from mcp_memory.models.results import REDACTED_DESC, Redacted
 
 
@@ -108,8 +109,8 @@ class RelationView(BaseModel):
     """A typed, weighted edge."""
 
     id: str
-    source_id: str
-    target_id: str
+    source_id: PublicId
+    target_id: PublicId
     type: str
     weight: float
     note: str | None
@@ -126,7 +127,7 @@ class RelateResult(BaseModel):
 class RelatedNode(BaseModel):
     """A record reached from the start, with how far away it is."""
 
-    id: str
+    id: PublicId
     kind: str
     title: str
     hops: int
@@ -137,7 +138,7 @@ class RelatedNode(BaseModel):
 class RelatedResult(BaseModel):
     """Records reachable from a start record within some hops, nearest and strongest first."""
 
-    start: str
+    start: PublicId
     nodes: list[RelatedNode]
     edges: list[RelationView]
 
@@ -155,7 +156,7 @@ class OmittedItem(BaseModel):
     """Something left out for lack of budget, and how to fetch it."""
 
     section: str
-    id: str | None = Field(description="Record id, for memory_smart_search(ids=[...]); null for the profile.")
+    id: PublicId | None = Field(description="Record id, for memory_smart_search(ids=[...]); null for the profile.")
     title: str
     fetch: str = Field(description="The call that returns it in full.")
 

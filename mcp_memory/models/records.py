@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, PlainSerializer
+
+from mcp_memory.ids import public_id
+
+PublicId = Annotated[str, PlainSerializer(public_id, when_used="json")]
+"""A record id as callers see it (a scoped session id shows as the caller's own name)."""
 
 
 class Record(BaseModel):
@@ -16,7 +21,7 @@ class Record(BaseModel):
 class Session(Record):
     """One working session of an agent in a project."""
 
-    id: str
+    id: PublicId
     project: str
     agent_id: str | None = None
     title: str | None = None
@@ -40,7 +45,7 @@ class Observation(Record):
 
     id: str
     project: str
-    session_id: str
+    session_id: PublicId
     agent_id: str | None = None
     seq: int
     type: str
@@ -61,7 +66,7 @@ class Memory(Record):
     id: str
     project: str
     agent_id: str | None = None
-    session_id: str | None = None
+    session_id: PublicId | None = None
     kind: str
     title: str | None = None
     content: str
@@ -108,7 +113,7 @@ class Outcome(Record):
     id: str
     project: str
     agent_id: str | None = None
-    session_id: str | None = None
+    session_id: PublicId | None = None
     task: str
     task_type: str
     task_type_inferred: bool = False
@@ -194,8 +199,8 @@ class Relation(Record):
 
     id: str
     project: str
-    source_id: str
-    target_id: str
+    source_id: PublicId
+    target_id: PublicId
     type: str
     weight: float = 1.0
     note: str | None = None

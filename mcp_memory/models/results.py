@@ -6,7 +6,17 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
-from mcp_memory.models.records import Action, Lesson, Memory, MistakeCard, Observation, Outcome, Session, Slot
+from mcp_memory.models.records import (
+    Action,
+    Lesson,
+    Memory,
+    MistakeCard,
+    Observation,
+    Outcome,
+    PublicId,
+    Session,
+    Slot,
+)
 
 Redacted = dict[str, int]
 REDACTED_DESC = "How many secrets or private blocks were removed, by kind (never the text itself)."
@@ -16,7 +26,7 @@ class ObserveResult(BaseModel):
     """What memory_observe stored."""
 
     id: str
-    session_id: str
+    session_id: PublicId
     session_created: bool = Field(description="True when this observation started a new session.")
     session_ended: bool = Field(False, description="True when end_session closed the session.")
     title: str
@@ -32,7 +42,7 @@ class ObservationView(BaseModel):
     """An observation in its compressed form (content only when asked for)."""
 
     id: str
-    session_id: str
+    session_id: PublicId
     type: str
     title: str
     facts: list[str]
@@ -64,7 +74,7 @@ class ObservationList(BaseModel):
 class SessionView(BaseModel):
     """A session with its status and counts."""
 
-    id: str
+    id: PublicId
     title: str | None
     status: Literal["active", "idle", "ended"] = Field(
         description="active: open and recently used; idle: open but unused for session_idle_minutes; ended."
@@ -92,7 +102,7 @@ class TimelineEntry(BaseModel):
     """One observation on the timeline."""
 
     id: str
-    session_id: str
+    session_id: PublicId
     type: str
     title: str
     when: str = Field(description="occurred_at when given, else created_at.")
@@ -111,13 +121,13 @@ class TimelineResult(BaseModel):
 class Hit(BaseModel):
     """A compact search hit: enough to decide whether to fetch the full record."""
 
-    id: str
+    id: PublicId
     kind: str
     score: float
     title: str
     snippet: str
     type: str | None = Field(None, description="Observation type or memory kind.")
-    session_id: str | None = None
+    session_id: PublicId | None = None
     ref: str | None = None
     occurred_at: str | None = None
     created_at: str | None = None
@@ -189,7 +199,7 @@ class ForgetResult(BaseModel):
     """What was (or, in a dry run, would be) deleted, by kind."""
 
     dry_run: bool
-    deleted: dict[str, list[str]]
+    deleted: dict[str, list[PublicId]]
     total: int
 
 

@@ -17,7 +17,7 @@ _TITLES: dict[str, tuple[str, str]] = {
     "memory": ("memories", "coalesce(title, substr(content, 1, 120))"),
     "lesson": ("lessons", "substr(content, 1, 120)"),
     "action": ("actions", "title"),
-    "session": ("sessions", "coalesce(title, id)"),
+    "session": ("sessions", "coalesce(title, substr(id, 1, instr(id || '#', '#') - 1))"),  # see public_id
     "outcome": ("outcomes", "substr(task, 1, 120)"),
     "mistake_card": ("mistake_cards", "substr(correct_decision, 1, 120)"),
     "slot": ("slots", "name"),

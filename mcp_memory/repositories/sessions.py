@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from mcp_memory.errors import NotFoundError
+from mcp_memory.ids import scoped_session_id
 from mcp_memory.models.records import Session
 from mcp_memory.repositories.base import Repository, row_dict
 
@@ -16,8 +17,10 @@ class SessionRepository(Repository):
     """Sessions of every project; callers always pass the project they act for."""
 
     async def get_or_none(self, session_id: str, project: str) -> Session | None:
+        """A session of the project by its stored id or by the name its caller gave it (see scoped_session_id)."""
         row = await self.conn.fetchone(
-            f"SELECT {_COLUMNS} FROM sessions WHERE id = ? AND project = ?", (session_id, project)
+            f"SELECT {_COLUMNS} FROM sessions WHERE id IN (?, ?) AND project = ? ORDER BY length(id) LIMIT 1",
+            (session_id, scoped_session_id(session_id, project), project),
         )
         return None if row is None else Session(**row_dict(row))
 
@@ -28,7 +31,7 @@ class SessionRepository(Repository):
         return found
 
     async def exists_anywhere(self, session_id: str) -> bool:
-        """Whether any project holds this id (session ids are caller-chosen and global)."""
+        """Whether any project holds this id (then a caller's name is stored scoped to its project)."""
         return bool(await self.conn.fetchval("SELECT 1 FROM sessions WHERE id = ?", (session_id,)))
 
     async def add(self, session: Session) -> None:

@@ -13,6 +13,7 @@ import math
 from dataclasses import dataclass, field
 from typing import TypeVar
 
+from mcp_memory.ids import public_id
 from mcp_memory.models.learning import LessonView, ProfileResult
 from mcp_memory.models.organising import ContextResult, ContextSection, OmittedItem
 from mcp_memory.models.records import Memory
@@ -168,10 +169,10 @@ class ContextService(Service):
         for s in found:
             summary = s.summary or s.folded_digest or ""
             kept = s.observation_count - s.folded_count
-            line = f"- {s.last_activity_at[:10]} {s.title or s.id} ({kept} observations)"
+            line = f"- {s.last_activity_at[:10]} {s.title or public_id(s.id)} ({kept} observations)"
             if summary:
                 line += f": {shorten(summary, 400)}"
-            section.items.append(_Item(line, s.id, s.title or s.id))
+            section.items.append(_Item(line, s.id, s.title or public_id(s.id)))
         return section
 
     async def _memories(self, project: str, query: str | None, task_type: str | None) -> _Section:

@@ -6,7 +6,7 @@ from collections.abc import AsyncIterator, Sequence
 
 from mcp_memory.db import Conn, Database, Tx
 from mcp_memory.errors import InvalidInputError
-from mcp_memory.ids import new_id
+from mcp_memory.ids import new_id, scoped_session_id
 from mcp_memory.models.records import Observation, Session
 from mcp_memory.models.results import (
     ObservationList,
@@ -164,8 +164,8 @@ class EpisodicService(Service):
                     tx.changed("session", found.id, "reopen")
                 return found, False
             if await repo.exists_anywhere(session_id):
-                # Another project owns this id; say only that it cannot be used here.
-                raise InvalidInputError("session_id", "cannot be used; choose another id")
+                # Another project uses this name too: ours is stored marked with our project.
+                session_id = scoped_session_id(session_id, project)
         else:
             current = await repo.latest_open(project, agent_id)
             if current is not None and current.last_activity_at >= idle_cutoff(
@@ -269,7 +269,7 @@ class EpisodicService(Service):
         start, end = time_window(since, until)
         async with self.db.read() as conn:
             if session_id is not None:
-                await SessionRepository(conn).get(session_id, project)
+                session_id = (await SessionRepository(conn).get(session_id, project)).id
             found, total = await ObservationRepository(conn).page(
                 project,
                 session_id=session_id,
@@ -301,6 +301,8 @@ class EpisodicService(Service):
         """Observations in time order around an observation, a moment, or the present."""
         async with self.db.read() as conn:
             repo = ObservationRepository(conn)
+            if session_id is not None:
+                session_id = (await SessionRepository(conn).get(session_id, project)).id
             anchor_obs = None
             if anchor is not None:
                 anchor_obs = await repo.get(anchor, project)
@@ -308,8 +310,6 @@ class EpisodicService(Service):
             else:
                 when = moment("at", at) or "9999-12-31T23:59:59.999999Z"
                 seq = 0 if at is not None else 1 << 62
-                if session_id is not None:
-                    await SessionRepository(conn).get(session_id, project)
             earlier, later = await repo.around(project, when, seq, session_id, before, after)
         ordered = [*earlier, *([anchor_obs] if anchor_obs else []), *later]
         entries = [

@@ -133,7 +133,7 @@ class ForgetService(Service):
                 plan.others.setdefault(record_kind, []).append(record_id)
         if kind is not None or session_id is not None or since is not None or until is not None:
             if session_id is not None:
-                await sessions.get(session_id, project)
+                session_id = (await sessions.get(session_id, project)).id
             if kind in (None, "observation"):
                 plan.observations += await observations.ids_matching(
                     project, session_id=session_id, since=since, until=until

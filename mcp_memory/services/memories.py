@@ -92,7 +92,9 @@ class MemoryService(Service):
         given = {name for name, value in optional.items() if value is not None}
         async with self.db.transaction("memory_save", actor=agent, project=project) as tx:
             if session_id is not None:
-                await SessionRepository(tx).get(session_id, project)
+                draft = draft.model_copy(
+                    update={"session_id": (await SessionRepository(tx).get(session_id, project)).id}
+                )
             repo = MemoryRepository(tx)
             parent, similarity = await self._predecessor(repo, draft, supersedes)
             if parent is not None and _same(parent, draft, given):

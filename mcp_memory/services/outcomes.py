@@ -103,7 +103,7 @@ class OutcomeService(Service):
         cards = [_clean_card(card, scrub) for card in mistake_cards]
         async with self.db.transaction("memory_outcome_record", actor=agent, project=project) as tx:
             if session_id is not None:
-                await SessionRepository(tx).get(session_id, project)
+                session_id = (await SessionRepository(tx).get(session_id, project)).id
             inferred = task_type is None
             kind = task_type or await self._infer_task_type(tx, project, task)
             outcome = Outcome(

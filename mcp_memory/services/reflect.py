@@ -135,7 +135,7 @@ class ReflectService(Service):
     ) -> tuple[list[Observation], list[Outcome], list[Memory]]:
         observations = ObservationRepository(conn)
         if session_id is not None:
-            await SessionRepository(conn).get(session_id, project)
+            session_id = (await SessionRepository(conn).get(session_id, project)).id
             found = await observations.in_session(session_id)
             outcomes = await OutcomeRepository(conn).in_session(session_id)
         else:

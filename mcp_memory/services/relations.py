@@ -4,11 +4,13 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from mcp_memory.db import Conn
 from mcp_memory.errors import InvalidInputError, NotFoundError
-from mcp_memory.ids import new_id
+from mcp_memory.ids import kind_of, new_id
 from mcp_memory.models.organising import RelatedNode, RelatedResult, RelateResult, RelationView
 from mcp_memory.models.records import Relation
 from mcp_memory.repositories.relations import RecordNames, RelationRepository
+from mcp_memory.repositories.sessions import SessionRepository
 from mcp_memory.services.common import GLOBAL_PROJECT, Service
 
 RELATION_TYPES = (
@@ -38,6 +40,7 @@ class RelationService(Service):
         scrub = self.scrubber()
         now = self.now_iso()
         async with self.db.transaction("memory_relate", project=project) as tx:
+            source_id, target_id = [await _stored_id(tx, project, i) for i in (source_id, target_id)]
             names = await RecordNames(tx).describe([source_id, target_id], [project, GLOBAL_PROJECT])
             for field, record_id in (("source_id", source_id), ("target_id", target_id)):
                 if record_id not in names:
@@ -73,6 +76,7 @@ class RelationService(Service):
         """Records reachable from `start` within `hops` edges, nearest first, then strongest."""
         scopes = [project, GLOBAL_PROJECT]
         async with self.db.read() as conn:
+            start = await _stored_id(conn, project, start)
             names = RecordNames(conn)
             if start not in await names.describe([start], scopes):
                 raise NotFoundError("record", start, "use memory_smart_search to find ids")
@@ -107,3 +111,12 @@ class RelationService(Service):
         kept = {n.id for n in nodes} | {start}
         shown = [relation_view(e) for e in edges.values() if e.source_id in kept and e.target_id in kept]
         return RelatedResult(start=start, nodes=nodes, edges=sorted(shown, key=lambda e: e.id))
+
+
+async def _stored_id(conn: Conn, project: str, record_id: str) -> str:
+    """The stored id of a record as a caller names it (a session by its caller's name may be scoped)."""
+    if kind_of(record_id) is None:
+        session = await SessionRepository(conn).get_or_none(record_id, project)
+        if session is not None:
+            return session.id
+    return record_id

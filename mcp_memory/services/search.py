@@ -6,7 +6,7 @@ from collections.abc import Sequence
 
 from mcp_memory.db import Conn
 from mcp_memory.errors import InvalidInputError
-from mcp_memory.ids import kind_of
+from mcp_memory.ids import kind_of, public_id
 from mcp_memory.models.results import Hit, RecallResult, SmartSearchResult
 from mcp_memory.repositories.actions import ActionRepository
 from mcp_memory.repositories.lessons import LessonRepository
@@ -49,6 +49,9 @@ class SearchService(Service):
         if unknown:
             raise InvalidInputError("kinds", f"unknown kind {sorted(unknown)[0]!r}; use {sorted(SEARCHABLE_KINDS)}")
         start, end = time_window(since, until)
+        if session_id is not None:
+            async with self.db.read() as conn:
+                session_id = (await SessionRepository(conn).get(session_id, project)).id
         flt = SearchFilter(
             kinds=wanted,
             subtypes=frozenset(types) if types else None,
@@ -59,8 +62,6 @@ class SearchService(Service):
         vector = await self.query_vector(query)
         found = self.deps.index.search(project, query, flt, limit, now=self.now().timestamp(), vector=vector)
         async with self.db.read(snapshot=False) as conn:  # hits are rendered one by one anyway
-            if session_id is not None:
-                await SessionRepository(conn).get(session_id, project)
             hits = await self._render(conn, project, found, neighbours)
         return RecallResult(project=project, query=query, hits=hits)
 
@@ -106,14 +107,14 @@ class SearchService(Service):
         sessions = SessionRepository(conn)
         into.sessions = [s for i in by_kind.get("session", []) if (s := await sessions.get_or_none(i, project))]
         found = {
-            r.id
+            public_id(r.id)  # a session asked for by its caller's name may be stored scoped
             for group in (
                 into.observations, into.memories, into.sessions, into.lessons, into.slots, into.actions,
                 into.outcomes, into.mistake_cards,
             )
             for r in group
         }  # fmt: skip
-        into.missing = [i for i in ids if i not in found]
+        into.missing = [i for i in ids if public_id(i) not in found]
 
     async def _render(self, conn: Conn, project: str, found: Sequence[IndexHit], neighbours: int = 0) -> list[Hit]:
         """Compact hits for index results, in rank order; records deleted meanwhile are skipped."""
@@ -168,7 +169,7 @@ class SearchService(Service):
                     id=session.id,
                     kind="session",
                     score=0.0,
-                    title=session.title or session.id,
+                    title=session.title or public_id(session.id),
                     snippet=shorten(session.summary or session.folded_digest or "", 240),
                     session_id=session.id,
                     created_at=session.created_at,

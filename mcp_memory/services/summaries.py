@@ -13,6 +13,7 @@ from collections.abc import Sequence
 
 from mcp_memory.db import Tx
 from mcp_memory.errors import InvalidInputError
+from mcp_memory.ids import public_id
 from mcp_memory.models.loop import CrystallizeResult, SessionSummaryView, SummarySource
 from mcp_memory.models.records import Observation, Outcome, Session
 from mcp_memory.repositories.observations import ObservationRepository
@@ -88,8 +89,8 @@ class SummaryService(Service):
             session = await SessionRepository(conn).get_or_none(session_id, project)
             if session is None or (_is_current(session) and not force):
                 return None
-            observations = await ObservationRepository(conn).in_session(session_id)
-            outcomes = await OutcomeRepository(conn).in_session(session_id)
+            observations = await ObservationRepository(conn).in_session(session.id)
+            outcomes = await OutcomeRepository(conn).in_session(session.id)
         if not observations:
             return None
         lines = [f"- [{o.type}] {shorten(o.title, 160)}" for o in observations[-80:]]
@@ -98,7 +99,7 @@ class SummaryService(Service):
     @staticmethod
     def draft(session: Session, observations: Sequence[Observation], outcomes: Sequence[Outcome]) -> str:
         """The extractive summary of a session."""
-        title = session.title or _title_for(observations) or session.id
+        title = session.title or _title_for(observations) or public_id(session.id)
         first = (observations[0].occurred_at or observations[0].created_at) if observations else session.started_at
         last = (
             (observations[-1].occurred_at or observations[-1].created_at) if observations else session.last_activity_at
