@@ -712,3 +712,26 @@ async def test_an_import_may_link_to_global_lessons_and_to_rows_later_in_the_fil
     path.write_text(json.dumps(document | {"tables": {"relations": relations, "memories": [memory, theirs]}}))
     message = await call_error(client, "memory_import", path=str(path))
     assert "document.tables.relations[1].target_id: names a record of another project" in message
+
+
+async def test_an_imported_session_named_like_another_projects_is_kept_apart(client: Client, tmp_path: Path) -> None:
+    async with Client(build_server(fresh_settings(tmp_path, "laptop"))) as laptop:
+        note = await call(laptop, "memory_observe", content="Q's laptop note.", session_id="main", project="q")
+        await call(laptop, "memory_save", content="Q keeps its keys in the vault.", session_id="main", project="q")
+        await call(laptop, "memory_relate", source_id="main", target_id=note["id"], project="q")
+        document = await export_document(laptop, project="q")
+    mine = await call(client, "memory_observe", content="P's desktop note.", session_id="main", project="p")
+
+    first = await call(client, "memory_import", document=document)
+    again = await call(client, "memory_import", document=document)
+
+    assert first["inserted"] == {"sessions": 1, "observations": 1, "memories": 1, "relations": 1}
+    assert sum(again["inserted"].values()) + sum(again["updated"].values()) == 0
+    for project, expected in (("q", note["id"]), ("p", mine["id"])):
+        listed = await call(client, "memory_observations", session_id="main", project=project)
+        assert [o["id"] for o in listed["observations"]] == [expected]
+        assert [o["session_id"] for o in listed["observations"]] == ["main"]
+    related = await call(client, "memory_related", id="main", project="q")
+    assert [n["id"] for n in related["nodes"]] == [note["id"]]
+    saved = await call(client, "memory_smart_search", query="vault keys", project="q")
+    assert [h["session_id"] for h in saved["hits"] if h["kind"] == "memory"] == ["main"]

@@ -1,4 +1,8 @@
-"""Keeps an import inside its projects: no row replaces, or points at, another project's record."""
+"""Keeps an import inside its projects: no row replaces, or points at, another project's record.
+
+The one exception is a session name (a caller's conversation key): one that another project
+holds is stored scoped to the imported row's project, as memory_observe would store it.
+"""
 
 from __future__ import annotations
 
@@ -8,6 +12,8 @@ from dataclasses import dataclass
 from pydantic import BaseModel
 
 from mcp_memory.errors import ImportFormatError
+from mcp_memory.ids import SCOPE_MARK, scoped_session_id
+from mcp_memory.models.records import Session
 from mcp_memory.repositories.archive import ArchiveRepository, TableSpec, UpsertResult
 from mcp_memory.repositories.relations import table_of
 from mcp_memory.services.common import GLOBAL_PROJECT
@@ -31,6 +37,38 @@ class ImportScope:
     def __init__(self, only_project: str | None) -> None:
         self.only_project = only_project
         self._pending: list[_Claim] = []  # rows naming records not stored yet (later in the document)
+        self._renamed: dict[tuple[str, str], str] = {}  # (project, session name) -> the id it is stored under
+
+    async def rename(self, repo: ArchiveRepository, spec: TableSpec, records: list[BaseModel]) -> list[BaseModel]:
+        """The chunk with each session named like another project's stored under its scoped id, and rows
+        naming such a session pointed at it (sessions come before the rows that name them in an export)."""
+        if spec.name == "sessions":
+            owners = await repo.owners("sessions", [r.id for r in records if isinstance(r, Session)])
+            return [self._scope(r, owners) if isinstance(r, Session) else r for r in records]
+        if not self._renamed:
+            return records
+        columns = [column for column, table in spec.refs if table in ("sessions", None)]
+        return [self._point(record, columns) for record in records]
+
+    def _scope(self, session: Session, owners: dict[str, str]) -> Session:
+        """A session row, under its scoped id when another project holds its name."""
+        if owners.get(session.id, session.project) == session.project or SCOPE_MARK in session.id:
+            return session
+        scoped = scoped_session_id(session.id, session.project)
+        self._renamed[(session.project, session.id)] = scoped
+        return session.model_copy(update={"id": scoped})
+
+    def _point(self, record: BaseModel, columns: list[str]) -> BaseModel:
+        """One row with its references to renamed sessions changed."""
+        project = getattr(record, "project", None)
+        if project is None:
+            return record
+        update = {
+            column: self._renamed[(project, value)]
+            for column in columns
+            if (project, value := getattr(record, column)) in self._renamed
+        }
+        return record.model_copy(update=update) if update else record
 
     async def check(
         self,

@@ -261,6 +261,7 @@ class OperationsService(Service):
     async def _store(self, tx: Tx, spec: TableSpec, chunk: list[BaseModel], tally: _Tally) -> None:
         """Upsert one chunk of a table's rows, note the changes and bring the index in line."""
         archive = ArchiveRepository(tx)
+        chunk = await tally.scope.rename(archive, spec, chunk)
         outcomes = await archive.upsert_many(spec, chunk)
         await tally.scope.check(archive, spec, tally.seen(spec.name), chunk, outcomes)
         touched = []
