@@ -5,19 +5,19 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from mcp_memory.db import Row
-from mcp_memory.ids import kind_of
+from mcp_memory.ids import SCOPE_MARK, kind_of
 from mcp_memory.models.records import Relation
 from mcp_memory.repositories.base import Repository, placeholders, row_dict
 
 _COLUMNS = "id, project, source_id, target_id, type, weight, note, created_at, updated_at"
 
-# How to find and name a record of each kind: (table, title expression).
+# How to find and name a record of each kind: (table, title expression); a session is named as public_id does.
 _TITLES: dict[str, tuple[str, str]] = {
     "observation": ("observations", "title"),
     "memory": ("memories", "coalesce(title, substr(content, 1, 120))"),
     "lesson": ("lessons", "substr(content, 1, 120)"),
     "action": ("actions", "title"),
-    "session": ("sessions", "coalesce(title, substr(id, 1, instr(id || '#', '#') - 1))"),  # see public_id
+    "session": ("sessions", f"coalesce(title, substr(id, 1, instr(id || '{SCOPE_MARK}', '{SCOPE_MARK}') - 1))"),
     "outcome": ("outcomes", "substr(task, 1, 120)"),
     "mistake_card": ("mistake_cards", "substr(correct_decision, 1, 120)"),
     "slot": ("slots", "name"),

@@ -84,8 +84,9 @@ class ImportScope:
             where = f"document.tables.{spec.name}[{index}]"
             if result.foreign:
                 raise ImportFormatError(f"{where}.id: already names a record of another project; give the row a new id")
-            if not spec.refs:
-                continue
+            unchanged = not (result.inserted or result.updated)
+            if not spec.refs or (unchanged and hasattr(record, "project")):
+                continue  # an unchanged row of a project's own is the stored row, checked when it was written
             refs = tuple(
                 (column, table or table_of(value), value)
                 for column, table in spec.refs
