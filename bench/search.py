@@ -239,10 +239,18 @@ def _times(start: int, count: int) -> list[str]:
 # Workers (each runs in its own process; prints one JSON line on stdout)
 
 
-def _settings(db: Path, synchronous: str) -> Any:
+def _settings(db: Path, synchronous: str, cache: bool = False) -> Any:
+    """Settings for a measuring process; the index cache is off unless a row measures it."""
     from mcp_memory.config import Settings
 
-    return Settings(db=db, project=PROJECT, synchronous=synchronous, log_level="WARNING")
+    return Settings(
+        db=db,
+        project=PROJECT,
+        synchronous=synchronous,
+        log_level="WARNING",
+        index_cache=cache,
+        index_cache_min_records=0,
+    )
 
 
 async def _populate(n: int, db: Path) -> dict[str, Any]:
@@ -386,13 +394,8 @@ async def _ours(n: int, db: Path, queries: int, saves: int) -> dict[str, Any]:
     _patch_timers(phases)
     corpus = Corpus()
     texts = corpus.queries(queries)
-    # Open and close an empty database first, so lazy imports, SQLite and its threads are in the baseline.
-    with tempfile.TemporaryDirectory() as empty:
-        async with open_app(_settings(Path(empty) / "empty.db", "normal")) as app:
-            await app.search.recall(PROJECT, texts[0])
+    base_rss = await _baseline_rss(db, texts[0])
     phases.clear()
-    gc.collect()
-    base_rss = rss_mib()
     out: dict[str, Any] = {"baseline_rss": base_rss}
 
     async with AsyncExitStack() as stack:
@@ -433,11 +436,55 @@ async def _ours(n: int, db: Path, queries: int, saves: int) -> dict[str, Any]:
     async with open_app(_settings(db, "full")) as app:
         out["reopen_rebuild_s"] = phases.get("rebuild", float("nan"))
         out["full"] = await _time_saves(app, corpus, saves, stream=3)
-    out["stdio"] = await _stdio_start(db, texts[0])
+    out["stdio"] = await _stdio_start(db, texts[0], cache=False)
     return out
 
 
-async def _stdio_start(db: Path, query: str) -> dict[str, float]:
+async def _baseline_rss(db: Path, query: str) -> float:
+    """RSS once lazy imports, SQLite and its threads are loaded: open and close an empty database."""
+    from mcp_memory.context import open_app
+
+    with tempfile.TemporaryDirectory() as empty:
+        async with open_app(_settings(Path(empty) / "empty.db", "normal")) as app:
+            await app.search.recall(PROJECT, query)
+    gc.collect()
+    return rss_mib()
+
+
+async def _cache_write(db: Path) -> dict[str, Any]:
+    """Open with the index cache on and no cache yet: the rebuild, then the cache written after it."""
+    from mcp_memory.context import open_app
+    from mcp_memory.search.cache import cache_path, discard
+
+    path = cache_path(db)
+    discard(path)
+    async with open_app(_settings(db, "normal", cache=True)) as app:
+        indexer = app.deps.indexer
+        for _ in range(2):  # the write the rebuild started, then a timed one of the same index
+            t = time.perf_counter()
+            task = indexer.write_cache(app.deps.db)
+            if task is None or not await task:
+                raise SystemExit("the index cache was not written")
+            write_s = time.perf_counter() - t
+    return {"write_s": write_s, "cache_mib": path.stat().st_size / 2**20}
+
+
+async def _cached(db: Path, query: str) -> dict[str, Any]:
+    """Open with a current index cache: start-up time and memory, then a spawned stdio server's."""
+    from mcp_memory.context import open_app
+
+    base = await _baseline_rss(db, query)
+    t = time.perf_counter()
+    async with open_app(_settings(db, "normal", cache=True)) as app:
+        out: dict[str, Any] = {"open_s": time.perf_counter() - t, "source": app.deps.indexer.source}
+        out["rss"], out["peak"] = rss_mib() - base, peak_rss_mib() - base
+        if out["source"] != "cache":
+            raise SystemExit("the index was rebuilt instead of loaded from its cache")
+    out["stdio"] = await _stdio_start(db, query, cache=True)
+    return out
+
+
+async def _stdio_start(db: Path, query: str, cache: bool) -> dict[str, float]:
     """Seconds from spawning `mcp-memory serve` over stdio to its handshake and to its first recall.
 
     The server builds its index after the handshake; the first call waits for the build.
@@ -446,7 +493,18 @@ async def _stdio_start(db: Path, query: str) -> dict[str, float]:
 
     server = StdioServerParameters(
         command=sys.executable,
-        args=["-m", "mcp_memory", "serve", "--db", str(db), "--project", PROJECT, "--log-level", "WARNING"],
+        args=[
+            "-m",
+            "mcp_memory",
+            "serve",
+            "--db",
+            str(db),
+            "--project",
+            PROJECT,
+            "--log-level",
+            "WARNING",
+            "--index-cache" if cache else "--no-index-cache",
+        ],
     )
     t = time.perf_counter()
     async with Client(server) as client:
@@ -596,6 +654,10 @@ def _worker(args: argparse.Namespace) -> None:
         result["db_mib"] = sum(p.stat().st_size for p in db.parent.glob(db.name + "*")) / 2**20
     elif args.worker == "ours":
         result = asyncio.run(_ours(args.n, db, args.queries, args.saves))
+    elif args.worker == "cache_write":
+        result = asyncio.run(_cache_write(db))
+    elif args.worker == "cached":
+        result = asyncio.run(_cached(db, Corpus().queries(1)[0]))
     else:
         result = _naive(args.n, db, args.queries, args.saves)
     print(json.dumps(result))
@@ -736,6 +798,31 @@ def report(results: dict[int, dict[str, Any]], args: argparse.Namespace, wall: f
         )
     )
 
+    cache_rows = []
+    for n in sizes:
+        ours, cached, written = results[n]["ours"], results[n]["cached"], results[n]["cache_write"]
+        cache_rows.append(
+            [
+                f"{n:,}",
+                f"{written['cache_mib']:.1f}",
+                secs(written["write_s"]),
+                f"{secs(ours['open_s'])} / {secs(cached['open_s'])}",
+                ratio(ours["open_s"], cached["open_s"]),
+                f"{secs(ours['stdio']['first_recall'])} / {secs(cached['stdio']['first_recall'])}",
+                f"{ours['rss']:.0f} / {cached['rss']:.0f}",
+                f"{ours['peak']:.0f} / {cached['peak']:.0f}",
+            ]
+        )
+    tables.append(
+        table(
+            "Start-up from the index cache: rebuilt from stored terms / loaded from the cache (s; MiB over the"
+            " baseline); the cache is written in the background after a rebuild",
+            ["N", "cache MiB", "write s", "open_app", "ratio", "stdio 1st recall", "RSS after", "RSS peak"],
+            cache_rows,
+            markdown=md,
+        )
+    )
+
     save_rows = []
     for n in sizes:
         ours, naive = results[n]["ours"], results[n].get("naive")
@@ -855,7 +942,9 @@ def main() -> None:
     parser.add_argument("--markdown", action="store_true", help="also print the tables as markdown")
     parser.add_argument("--json", metavar="FILE", help="write the raw measurements to FILE")
     parser.add_argument("--cpu", type=int, help="pin the measuring processes to this CPU (less thread-handoff noise)")
-    parser.add_argument("--worker", choices=["populate", "ours", "naive"], help=argparse.SUPPRESS)
+    parser.add_argument(
+        "--worker", choices=["populate", "ours", "cache_write", "cached", "naive"], help=argparse.SUPPRESS
+    )
     parser.add_argument("--n", type=int, help=argparse.SUPPRESS)
     parser.add_argument("--db", help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -876,6 +965,8 @@ def main() -> None:
             if n <= NAIVE_MAX_N:  # naive only reads, so it runs first on the DB exactly as populated
                 entry["naive"] = _run_worker("naive", n, db, args)
             entry["ours"] = _run_worker("ours", n, db, args)
+            entry["cache_write"] = _run_worker("cache_write", n, db, args)
+            entry["cached"] = _run_worker("cached", n, db, args)
             results[n] = entry
         finally:
             shutil.rmtree(folder, ignore_errors=True)

@@ -122,6 +122,12 @@ class Settings(BaseModel):
         description="SQLite fsync policy: full survives power loss; normal survives process crashes only.",
     )
     busy_timeout_ms: int = Field(10_000, ge=0, description="How long a writer waits for another process's write lock.")
+    index_cache: bool = Field(
+        True, description="Save the built search index beside the database; a restart loads it instead of rebuilding."
+    )
+    index_cache_min_records: int = Field(
+        10_000, ge=0, description="Write the index cache only for stores of at least this many indexed records."
+    )
 
     allow_file_paths: bool | None = Field(
         None,

@@ -13,6 +13,7 @@ from mcp_memory.db import Database
 from mcp_memory.privacy import PrivacyFilter
 from mcp_memory.search.analyzer import Analyzer
 from mcp_memory.search.bm25 import BM25Params
+from mcp_memory.search.cache import cache_path
 from mcp_memory.search.embeddings import EmbeddingProvider, provider_from_settings
 from mcp_memory.search.index import SearchIndex
 from mcp_memory.search.ranking import RankParams
@@ -23,7 +24,7 @@ from mcp_memory.services.context import ContextService
 from mcp_memory.services.embedding import Embedder
 from mcp_memory.services.episodic import EpisodicService
 from mcp_memory.services.forget import ForgetService
-from mcp_memory.services.indexing import Indexer
+from mcp_memory.services.indexing import CachePlan, Indexer
 from mcp_memory.services.insights import InsightsService
 from mcp_memory.services.lessons import LessonService
 from mcp_memory.services.memories import MemoryService
@@ -102,7 +103,8 @@ async def open_app(
             vector_weight=settings.embedding_weight,
         )
         index = SearchIndex(Analyzer(), BM25Params(settings.bm25_k1, settings.bm25_b, settings.bm25_epsilon), rank)
-        indexer = Indexer(index)
+        cache = CachePlan(cache_path(settings.db), settings.index_cache_min_records) if settings.index_cache else None
+        indexer = Indexer(index, cache)
         if provider is not None:
             embedder = Embedder(provider, db, index, indexer, clock, settings.embedding_timeout_s)
             indexer.vectors = embedder  # so the rebuild loads the stored vectors

@@ -249,6 +249,11 @@ class DiagnoseResult(BaseModel):
     index_in_sync: bool
     index_terms: int
     index_postings: int
+    index_source: str = Field(
+        description="How the index was loaded at start-up: 'cache' (the index cache plus the writes made since it) "
+        "or 'rebuild' (from every record's stored terms)."
+    )
+    index_cache_bytes: int = Field(description="Size of the index cache file (0: none, or not yours to see).")
     projects: list[str]
     latency: LatencyReport
     embeddings: EmbeddingReport

@@ -83,6 +83,26 @@ class MetaRepository(Repository):
     async def last_audit_seq(self) -> int:
         return int(await self.conn.fetchval("SELECT coalesce(max(seq), 0) FROM audit_log"))
 
+    async def audit_stamp(self, seq: int) -> str | None:
+        """The time of audit row `seq` ("" for row 0, which stands for an empty log; None if missing)."""
+        if seq == 0:
+            return ""
+        value = await self.conn.fetchval("SELECT at FROM audit_log WHERE seq = ?", (seq,))
+        return None if value is None else str(value)
+
+    async def changes_since(self, seq: int) -> int:
+        """How many record changes the audit rows after `seq` list (a record may count more than once)."""
+        return int(
+            await self.conn.fetchval(
+                "SELECT coalesce(sum(json_array_length(changes)), 0) FROM audit_log WHERE seq > ?", (seq,)
+            )
+        )
+
+    async def action_since(self, seq: int, action: str) -> bool:
+        """Whether an audit row after `seq` records `action`."""
+        found = await self.conn.fetchval("SELECT 1 FROM audit_log WHERE seq > ? AND action = ? LIMIT 1", (seq, action))
+        return found is not None
+
     async def audit_since(self, seq: int, limit: int = 1000) -> list[tuple[int, str, str]]:
         """Audit rows after `seq`: (seq, action, changes JSON), oldest first."""
         rows = await self.conn.fetchall(

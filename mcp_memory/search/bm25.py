@@ -143,6 +143,35 @@ def _runs(terms: IntArray) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]
     return starts, np.concatenate([starts[1:], [len(terms)]]).astype(np.int64)
 
 
+@dataclass(frozen=True, slots=True)
+class GroupedPostings:
+    """Every posting of a partition grouped by term: term i's documents are docs[ends[i-1]:ends[i]]."""
+
+    terms: IntArray  # distinct term ids, ascending
+    ends: npt.NDArray[np.int64]
+    docs: IntArray
+    tfs: npt.NDArray[np.uint16]
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionState:
+    """A partition's live documents (renumbered 0..n-1) and, when known, their grouped postings."""
+
+    columns: Columns
+    postings: GroupedPostings | None = None
+
+
+def group_postings(columns: Columns) -> GroupedPostings:
+    """The postings of documents given as columns (document i is local id i)."""
+    count = len(columns.keys)
+    sizes = np.fromiter((len(b) // TERM_DTYPE.itemsize for b in columns.blobs), dtype=np.int64, count=count)
+    terms, docs, tfs = _group_by_term(
+        decode_terms(b"".join(columns.blobs)), np.repeat(np.arange(count, dtype=np.int32), sizes)
+    )
+    starts, ends = _runs(terms)
+    return GroupedPostings(terms[starts].astype(np.int32), ends, docs, tfs)
+
+
 class Partition(DocStore):
     """One project's BM25 model: its own N, lengths and document frequencies."""
 
@@ -163,6 +192,7 @@ class Partition(DocStore):
         self._base_docs: IntArray = _EMPTY_DOCS
         self._base_tfs: npt.NDArray[np.uint16] = _EMPTY_TFS
         self._base_span: dict[int, tuple[int, int]] = {}
+        self._base: GroupedPostings | None = None  # the loaded postings, while no write has changed them
         self._version = 0
         self._norm_at = -1
         self._norm_cache: FloatArray = np.empty(0, dtype=np.float64)
@@ -180,6 +210,7 @@ class Partition(DocStore):
         for t, f in zip(terms["t"].tolist(), terms["f"].tolist(), strict=True):
             self._writable_postings(t).append(i, f)
             self._bump_df(t, +1)
+        self._base = None
         self._version += 1
 
     def add_many(self, docs: Sequence[tuple[str, bytes, int, DocAttrs]]) -> None:
@@ -206,6 +237,7 @@ class Partition(DocStore):
         for term, start, end in zip(terms[starts].tolist(), starts.tolist(), ends.tolist(), strict=True):
             self._writable_postings(term).extend(docs_of[start:end], tfs[start:end])
             self._bump_df(term, end - start)
+        self._base = None
         self._version += 1
 
     def _place(
@@ -241,6 +273,7 @@ class Partition(DocStore):
         self.blobs[i] = None
         self.n_docs -= 1
         self.total_len -= int(self._dl[i])
+        self._base = None
         self._version += 1
         dead = len(self.keys) - self.n_docs
         if dead > 1024 and dead > self.n_docs // 2:
@@ -249,41 +282,42 @@ class Partition(DocStore):
 
     def bulk_load(self, columns: Columns) -> None:
         """Replace the whole partition from stored documents, building postings vectorised."""
+        self._restore(columns, group_postings(columns))
+
+    def restore(self, state: PartitionState) -> None:
+        """Replace the whole partition with a saved state (the index cache), postings as they were."""
+        self._restore(state.columns, state.postings or group_postings(state.columns))
+
+    def _restore(self, columns: Columns, postings: GroupedPostings) -> None:
         self._reset()
         count = len(columns.keys)
         self._load_docs(columns)
         self.n_docs = count
         self.total_len = int(self._dl[:count].sum())
-        sizes = np.fromiter((len(b) // TERM_DTYPE.itemsize for b in columns.blobs), dtype=np.int64, count=count)
-        terms, self._base_docs, self._base_tfs = _group_by_term(
-            decode_terms(b"".join(columns.blobs)), np.repeat(np.arange(count, dtype=np.int32), sizes)
-        )
-        starts, ends = _runs(terms)
-        unique, freq = terms[starts].tolist(), (ends - starts).tolist()
-        self._base_span = dict(zip(unique, zip(starts.tolist(), ends.tolist(), strict=True), strict=True))
+        self._base = postings
+        self._base_docs, self._base_tfs = postings.docs, postings.tfs
+        ends = postings.ends.tolist()
+        unique, freq = postings.terms.tolist(), np.diff(postings.ends, prepend=0).tolist()
+        starts = [0, *ends[:-1]] if ends else []
+        self._base_span = dict(zip(unique, zip(starts, ends, strict=True), strict=True))
         self.df = dict(zip(unique, freq, strict=True))
         values, counts = np.unique(np.asarray(freq, dtype=np.int64), return_counts=True)
         self._df_hist = dict(zip(values.tolist(), counts.tolist(), strict=True))
         self._version += 1
 
+    def state(self) -> PartitionState:
+        """The live documents and their postings, detached from later writes (for the index cache).
+
+        Right after a load the postings are the loaded arrays (never written in place); after
+        writes they are left out, and whoever saves the state groups them from the term blobs.
+        """
+        return PartitionState(self._live_columns(), self._base if self._base is not None else None)
+
     def compact(self) -> None:
         """Drop dead documents and renumber, so memory follows the live corpus."""
         live = np.flatnonzero(self._alive[: len(self.keys)]).astype(np.int32)
         vectors = self._keep_vectors(live)
-        self.bulk_load(
-            Columns(
-                keys=[self.keys[i] or "" for i in live.tolist()],
-                blobs=[self.blobs[i] or b"" for i in live.tolist()],
-                lengths=self._dl[live].copy(),
-                kinds=self._kind[live].copy(),
-                subtypes=self._subtype[live].copy(),
-                sessions=self._session[live].copy(),
-                ats=self._at[live].copy(),
-                seqs=self._seq[live].copy(),
-                weights=self._weight[live].copy(),
-                digests=self._digest[live].copy(),
-            )
-        )
+        self.bulk_load(self._live_columns())
         self._put_back_vectors(vectors)
 
     # -- reads ------------------------------------------------------------------------------------

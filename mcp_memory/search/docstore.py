@@ -10,6 +10,7 @@ from __future__ import annotations
 import bisect
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import cast
 
 import numpy as np
 import numpy.typing as npt
@@ -111,6 +112,27 @@ class DocStore:
         self._weight[:count] = columns.weights
         self._digest[:count] = columns.digests
         self._build_chains(count)
+
+    def _live_columns(self) -> Columns:
+        """The live documents as columns, in local-id order (copies: later writes leave them be)."""
+        live = np.flatnonzero(self._alive[: len(self.keys)]).astype(np.int32)
+        if len(live) == len(self.keys):  # nothing removed: no None in the lists
+            keys, blobs = cast(list[str], list(self.keys)), cast(list[bytes], list(self.blobs))
+        else:
+            keys = [self.keys[i] or "" for i in live.tolist()]
+            blobs = [self.blobs[i] or b"" for i in live.tolist()]
+        return Columns(
+            keys=keys,
+            blobs=blobs,
+            lengths=self._dl[live],
+            kinds=self._kind[live],
+            subtypes=self._subtype[live],
+            sessions=self._session[live],
+            ats=self._at[live],
+            seqs=self._seq[live],
+            weights=self._weight[live],
+            digests=self._digest[live],
+        )
 
     def filtered_keys(self, flt: Filter) -> list[str]:
         """Keys of every live document passing the filter (no ranking), newest first."""

@@ -18,7 +18,7 @@ import numpy.typing as npt
 
 from mcp_memory.search import dates
 from mcp_memory.search.analyzer import Analyzer
-from mcp_memory.search.bm25 import BM25Params, Partition, encode_terms
+from mcp_memory.search.bm25 import BM25Params, Partition, PartitionState, encode_terms
 from mcp_memory.search.docstore import Columns, DocAttrs, Filter
 from mcp_memory.search.ranking import RankParams
 
@@ -82,8 +82,36 @@ class _Codes:
     def lookup(self, name: str | None) -> int | None:
         return self._codes.get(name)
 
+    @property
+    def names(self) -> list[str | None]:
+        """Every interned name, by code (code 0 is None)."""
+        return list(self._names)
+
+    @classmethod
+    def of(cls, names: Sequence[str | None]) -> _Codes:
+        """The table that `names` was read from."""
+        codes = cls()
+        codes._names = list(names)
+        codes._codes = {name: code for code, name in enumerate(codes._names)}
+        return codes
+
     def name(self, code: int) -> str | None:
         return self._names[code]
+
+
+@dataclass(frozen=True, slots=True)
+class IndexState:
+    """Everything the index holds but the vectors, detached from later writes (the index cache)."""
+
+    vocab: dict[str, int]
+    kinds: list[str | None]  # name of each code the partitions' columns use
+    subtypes: list[str | None]
+    sessions: list[str | None]
+    partitions: dict[str, PartitionState]
+
+    @property
+    def doc_count(self) -> int:
+        return sum(len(p.columns.keys) for p in self.partitions.values())
 
 
 class SearchIndex:
@@ -155,6 +183,27 @@ class SearchIndex:
                     digests=np.fromiter((digest_code(d.digest) for d in rows), dtype=np.int64, count=count),
                 )
             )
+
+    def state(self) -> IndexState:
+        """A copy of what the index holds (not the vectors), for the index cache."""
+        return IndexState(
+            vocab=dict(self.vocab),
+            kinds=self._kinds.names,
+            subtypes=self._subtypes.names,
+            sessions=self._sessions.names,
+            partitions={project: part.state() for project, part in self._partitions.items() if part.n_docs},
+        )
+
+    def restore(self, state: IndexState) -> None:
+        """Replace everything with a saved state (the start-up load from the index cache)."""
+        self.set_vocabulary(state.vocab)
+        self._kinds, self._subtypes = _Codes.of(state.kinds), _Codes.of(state.subtypes)
+        self._sessions = _Codes.of(state.sessions)
+        self._partitions.clear()
+        self._where.clear()
+        for project, saved in state.partitions.items():
+            self._partition(project).restore(saved)
+            self._where.update(dict.fromkeys(saved.columns.keys, project))
 
     def upsert(self, doc: IndexDoc) -> None:
         """Add or replace one document."""

@@ -15,6 +15,7 @@ from mcp_memory.repositories.observations import ObservationRepository
 from mcp_memory.repositories.relations import RecordNames, RelationRepository
 from mcp_memory.repositories.sessions import SessionRepository
 from mcp_memory.services.common import GLOBAL_PROJECT, Service, time_window
+from mcp_memory.services.indexing import FORGET_ACTION
 from mcp_memory.services.memories import memory_doc
 
 FILTERABLE = ("observation", "memory", "session", "lesson")
@@ -69,7 +70,7 @@ class ForgetService(Service):
             async with self.db.read() as conn:
                 plan = await self._plan(conn, project, ids, kind, session_id, start, end)
             return self._result(plan, dry_run=True)
-        async with self.db.transaction("memory_forget", project=project) as tx:
+        async with self.db.transaction(FORGET_ACTION, project=project) as tx:
             plan = await self._plan(tx, project, ids, kind, session_id, start, end)
             observations, memories, sessions = (
                 ObservationRepository(tx),
@@ -97,6 +98,8 @@ class ForgetService(Service):
             for kind_name, id_list in plan.as_dict().items():
                 for record_id in id_list:
                     tx.changed(kind_name, record_id, "delete")
+            if doomed:  # the index cache on disk still holds their terms
+                tx.on_commit(self.deps.indexer.drop_cache)
         return self._result(plan, dry_run=False)
 
     async def _plan(

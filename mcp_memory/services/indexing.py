@@ -18,6 +18,7 @@ import threading
 from collections import Counter
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Protocol, TypeVar
 
 from mcp_memory.clock import epoch
@@ -27,6 +28,7 @@ from mcp_memory.repositories.meta import MetaRepository
 from mcp_memory.repositories.search_docs import SearchDocRepository
 from mcp_memory.search import dates
 from mcp_memory.search.analyzer import ANALYZER_VERSION
+from mcp_memory.search.cache import FORMAT, CacheError, CacheHeader, CacheReader, discard, publish, write_cache
 from mcp_memory.search.index import IndexDoc, SearchIndex
 
 logger = logging.getLogger(__name__)
@@ -34,6 +36,9 @@ logger = logging.getLogger(__name__)
 _REINDEX_BATCH = 500
 _NEW_TERMS = "indexer.new_terms"  # Tx notes: term -> id of terms this transaction stored
 _SYNC_PAGE = 1_000
+_REPLAY_MIN = 1_000  # changes since the cache that are always replayed rather than rebuilt
+_CACHE_GRACE_S = 5.0  # how long shutdown waits for a cache write in progress
+FORGET_ACTION = "memory_forget"  # the audit action after which an older index cache is never used
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,13 +95,25 @@ class VectorFeed(Protocol):
         """Another process indexed these records, and they have no vector yet."""
 
 
+@dataclass(frozen=True, slots=True)
+class CachePlan:
+    """Where the index cache lives and from what size of store it is worth writing."""
+
+    path: Path
+    min_docs: int = 10_000
+
+
 class Indexer:
     """The only writer of the search index and of its stored form."""
 
-    def __init__(self, index: SearchIndex) -> None:
+    def __init__(self, index: SearchIndex, cache: CachePlan | None = None) -> None:
         self.index = index
+        self.cache = cache
         self.built = False
+        self.source = ""  # how the index was built: "cache" or "rebuild"
+        self.replayed = 0  # changes applied on top of the cache at start-up
         self._build: asyncio.Task[int] | None = None
+        self._cache_write: asyncio.Task[bool] | None = None
         self._seen_seq = 0  # the last audit-log row whose changes the in-memory index reflects
         self._vocab_mark = 0  # every term id up to this one was read from the database
         self._sources: dict[str, DocSource] = {}
@@ -214,14 +231,20 @@ class Indexer:
             await asyncio.shield(build)
 
     async def stop_build(self) -> None:
-        """Cancel a build in progress (at shutdown)."""
-        if self._build is not None and not self._build.done():
-            self._build.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._build
+        """At shutdown: cancel a build in progress; give a cache write a few seconds to finish, so a
+        short first session still leaves a cache behind (a cancelled write leaves the file as it was)."""
+        if self._cache_write is not None and not self._cache_write.done():
+            with contextlib.suppress(Exception):  # too slow (TimeoutError), or failed: logged by the task
+                await asyncio.wait_for(asyncio.shield(self._cache_write), _CACHE_GRACE_S)
+        for task in (self._build, self._cache_write):
+            if task is not None and not task.done():
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
 
     async def rebuild(self, db: Database) -> int:
-        """Load the index from stored terms; re-analyse first when the analyzer version changed.
+        """Load the index: from the index cache when it is current enough, else from stored terms
+        (re-analysing first when the analyzer version changed).
 
         The CPU-bound load runs in a thread, so the event loop keeps answering (the MCP handshake,
         health checks) while a large index is built; callers wait in ensure_built().
@@ -231,25 +254,107 @@ class Indexer:
             recorded = await MetaRepository(conn).get("analyzer_version")
         if stale or recorded != str(ANALYZER_VERSION):
             await self.reanalyse(db)
+        elif self.cache is not None and (count := await self._from_cache(db, self.cache)) is not None:
+            return count
         async with db.read() as conn:  # one snapshot: the documents and the audit row they reflect
             store = SearchDocRepository(conn)
             seen = await MetaRepository(conn).last_audit_seq()
             vocab = await store.vocabulary()
             docs = await store.all_docs()
-            vectors = [] if self.vectors is None else await EmbeddingRepository(conn).current(self.vectors.model)
         self.index.set_vocabulary(vocab)
         count = len(docs)
         await _in_daemon_thread(self.index.load, docs)
         del docs  # the rows' transient fields: the index keeps only what it needs
-        if vectors:
-            self.index.load_vectors(vectors)
-        _return_free_memory()
         self._seen_seq = seen
         self._vocab_mark = max(vocab.values(), default=0)
+        await self._finish_build(db, "rebuild")
+        if self.cache is not None and count >= max(self.cache.min_docs, 1):
+            self.write_cache(db)
+        logger.info("search index built: %d documents, %d terms", count, len(vocab))
+        return count
+
+    async def _from_cache(self, db: Database, plan: CachePlan) -> int | None:
+        """Load the index from the cache and apply the writes made since; None when it will not do.
+
+        A cache is used only when the audit row it is current to is this database's (same time),
+        no `memory_forget` came after it (a forgotten record must not come back from disk), and
+        fewer changes came after it than half the documents it holds (beyond that a rebuild is
+        as quick). Whatever goes wrong reading it, the index is rebuilt instead.
+        """
+        try:
+            with await asyncio.to_thread(CacheReader, plan.path) as reader:
+                header = reader.header
+                async with db.read() as conn:
+                    meta = MetaRepository(conn)
+                    stamp = await meta.audit_stamp(header.seq)
+                    forgotten = await meta.action_since(header.seq, FORGET_ACTION)
+                    pending = await meta.changes_since(header.seq)
+                unfit = _unfit(header, stamp, forgotten, pending)
+                if unfit is not None:
+                    logger.info("index cache not used (%s): rebuilding the index", unfit)
+                    return None
+                state = await _in_daemon_thread(CacheReader.state, reader)
+            await _in_daemon_thread(self.index.restore, state)
+            del state
+        except Exception as exc:  # a damaged file must never keep the server from starting
+            log = logger.info if isinstance(exc, CacheError) else logger.warning
+            log("index cache not used (%s): rebuilding the index", exc)
+            return None
+        self._seen_seq, self._vocab_mark = header.seq, header.vocab_mark
+        self.replayed = await self.sync(db)
+        await self._finish_build(db, "cache")
+        if pending >= max(_REPLAY_MIN, header.docs // 50):  # keep the next start's replay short
+            self.write_cache(db)
+        logger.info("search index loaded from its cache: %d documents, %d changes applied", header.docs, pending)
+        return self.index.doc_count()
+
+    async def _finish_build(self, db: Database, source: str) -> None:
+        """Attach the stored vectors and start following commits."""
+        if self.vectors is not None:
+            async with db.read() as conn:
+                vectors = await EmbeddingRepository(conn).current(self.vectors.model)
+            self.index.load_vectors(vectors)
+            del vectors
+        _return_free_memory()
+        self.source = source
         self.built = True
         db.after_every_commit(self._after_commit)
-        logger.info("search index built: %d documents, %d terms, %d vectors", count, len(vocab), len(vectors))
-        return count
+
+    def write_cache(self, db: Database) -> asyncio.Task[bool] | None:
+        """Save the index to its cache in the background (one write at a time); returns the write."""
+        if self.cache is None or not self.built:
+            return None
+        if self._cache_write is None or self._cache_write.done():
+            self._cache_write = asyncio.get_running_loop().create_task(
+                self._write_cache(db, self.cache), name="mcp-memory-index-cache"
+            )
+            self._cache_write.add_done_callback(_log_failed_cache_write)
+        return self._cache_write
+
+    async def _write_cache(self, db: Database, plan: CachePlan) -> bool:
+        """Write the cache; False when it was not published (a forget came while it was written)."""
+        state = self.index.state()  # on the loop, between writes: consistent with the marks below
+        seq, mark = self._seen_seq, self._vocab_mark
+        async with db.read() as conn:
+            stamp = await MetaRepository(conn).audit_stamp(seq)
+        if stamp is None:  # the database was replaced under us
+            return False
+        header = CacheHeader(FORMAT, ANALYZER_VERSION, seq, stamp, mark, state.doc_count)
+        temporary = await _in_daemon_thread(lambda st: write_cache(plan.path, header, st), state)
+        del state
+        async with db.read() as conn:
+            forgotten = await MetaRepository(conn).action_since(seq, FORGET_ACTION)
+        if forgotten:
+            discard(temporary)
+            return False
+        publish(temporary, plan.path)
+        logger.info("index cache written: %d documents, current to audit row %d", header.docs, seq)
+        return True
+
+    def drop_cache(self) -> None:
+        """Delete the cache file (after a forget, so nothing forgotten stays on disk in it)."""
+        if self.cache is not None:
+            discard(self.cache.path)
 
     async def reanalyse(self, db: Database) -> int:
         """Re-derive every record's stored terms from its source text (analyzer upgrade)."""
@@ -340,32 +445,52 @@ class Indexer:
 
 
 _T = TypeVar("_T")
+_R = TypeVar("_R")
 
 
-async def _in_daemon_thread(fn: Callable[[_T], None], arg: _T) -> None:
+async def _in_daemon_thread(fn: Callable[[_T], _R], arg: _T) -> _R:
     """Run `fn(arg)` in a thread of its own; a daemon, so that a process told to stop while a large
     index loads exits at once instead of joining it (anyio's worker threads are joined at exit)."""
     loop = asyncio.get_running_loop()
-    done: asyncio.Future[None] = loop.create_future()
+    done: asyncio.Future[_R] = loop.create_future()
 
-    def settle(error: BaseException | None) -> None:
+    def settle(result: _R | None, error: BaseException | None) -> None:
         if not done.done():  # cancelled meanwhile: the caller has gone
             if error is None:
-                done.set_result(None)
+                done.set_result(result)  # type: ignore[arg-type]  # no error: fn returned it
             else:
                 done.set_exception(error)
 
     def work() -> None:
+        result: _R | None = None
         error: BaseException | None = None
         try:
-            fn(arg)
+            result = fn(arg)
         except BaseException as exc:  # handed to the awaiting task, which re-raises it
             error = exc
         with contextlib.suppress(RuntimeError):  # the loop has closed: the process is stopping
-            loop.call_soon_threadsafe(settle, error)
+            loop.call_soon_threadsafe(settle, result, error)
 
     threading.Thread(target=work, name="mcp-memory-index-load", daemon=True).start()
-    await done
+    return await done
+
+
+def _unfit(header: CacheHeader, stamp: str | None, forgotten: bool, pending: int) -> str | None:
+    """Why a cache may not be used for the database as it is now (None: it may)."""
+    if header.analyzer != ANALYZER_VERSION:
+        return f"made by analyzer {header.analyzer}"
+    if stamp is None or stamp != header.stamp:
+        return "from another history of the database"
+    if forgotten:
+        return "older than a memory_forget"
+    if pending > max(_REPLAY_MIN, header.docs // 2):
+        return f"{pending} changes behind"
+    return None
+
+
+def _log_failed_cache_write(task: asyncio.Task[bool]) -> None:
+    if not task.cancelled() and (exc := task.exception()) is not None:
+        logger.warning("could not write the index cache (the next start rebuilds the index): %s", exc)
 
 
 def _log_failed_build(task: asyncio.Task[int]) -> None:

@@ -90,6 +90,8 @@ class OperationsService(Service):
             index_in_sync=in_memory == stored and expected_ok,
             index_terms=index.term_count(only),
             index_postings=index.posting_count(only),
+            index_source=self.deps.indexer.source,
+            index_cache_bytes=await self._cache_bytes() if only is None else 0,
             projects=index.projects() if only is None else [p for p in index.projects() if p == only],
             latency=self._latency_probe(only),
             embeddings=self._embedding_report(stored_vectors, only),
@@ -102,6 +104,15 @@ class OperationsService(Service):
             if await path.exists():
                 size += (await path.stat()).st_size
         return size
+
+    async def _cache_bytes(self) -> int:
+        cache = self.deps.indexer.cache
+        if cache is None:
+            return 0
+        try:
+            return (await anyio.Path(cache.path).stat()).st_size
+        except FileNotFoundError:  # none yet, or a forget deleted it
+            return 0
 
     def _embedding_report(self, stored: dict[str, int], only: str | None) -> EmbeddingReport:
         index, embedder = self.deps.index, self.deps.embedder
