@@ -311,7 +311,7 @@ class Partition(DocStore):
         Right after a load the postings are the loaded arrays (never written in place); after
         writes they are left out, and whoever saves the state groups them from the term blobs.
         """
-        return PartitionState(self._live_columns(), self._base if self._base is not None else None)
+        return PartitionState(self._live_columns(), self._base)
 
     def compact(self) -> None:
         """Drop dead documents and renumber, so memory follows the live corpus."""
