@@ -103,8 +103,9 @@ async def open_app(
             vector_weight=settings.embedding_weight,
         )
         index = SearchIndex(Analyzer(), BM25Params(settings.bm25_k1, settings.bm25_b, settings.bm25_epsilon), rank)
-        cache = CachePlan(cache_path(settings.db), settings.index_cache_min_records) if settings.index_cache else None
-        indexer = Indexer(index, cache)
+        indexer = Indexer(
+            index, CachePlan(cache_path(settings.db), settings.index_cache, settings.index_cache_min_records)
+        )
         if provider is not None:
             embedder = Embedder(provider, db, index, indexer, clock, settings.embedding_timeout_s)
             indexer.vectors = embedder  # so the rebuild loads the stored vectors

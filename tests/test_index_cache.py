@@ -147,6 +147,21 @@ async def test_a_cache_older_than_a_forget_is_deleted_and_never_used(settings: S
     assert (await _open(settings, clock))[:2] == ("cache", answers)
 
 
+async def test_a_forget_deletes_a_cache_left_by_an_earlier_run_even_with_the_cache_off(
+    settings: Settings, clock: FakeClock
+) -> None:
+    settings = _with(settings)
+    async with Client(build_server(settings, clock)) as client:
+        ids = await _fill(client)
+    await _open(settings, clock)
+    assert cache_path(settings.db).exists()
+    async with Client(build_server(settings.model_copy(update={"index_cache": False}), clock)) as client:
+        await call(client, "memory_observe", content="a note the cache never saw", type="note")
+        assert cache_path(settings.db).exists()  # off: neither read nor written
+        await call(client, "memory_forget", ids=[ids[1]])
+    assert not cache_path(settings.db).exists()
+
+
 async def test_a_damaged_or_foreign_cache_is_ignored(settings: Settings, clock: FakeClock, tmp_path: Path) -> None:
     settings = _with(settings)
     async with Client(build_server(settings, clock)) as client:

@@ -97,9 +97,10 @@ class VectorFeed(Protocol):
 
 @dataclass(frozen=True, slots=True)
 class CachePlan:
-    """Where the index cache lives and from what size of store it is worth writing."""
+    """Where the index cache lives, whether it is used, and from what size of store it is written."""
 
     path: Path
+    enabled: bool = True  # off: never read or written, but still deleted by a forget
     min_docs: int = 10_000
 
 
@@ -254,7 +255,7 @@ class Indexer:
             recorded = await MetaRepository(conn).get("analyzer_version")
         if stale or recorded != str(ANALYZER_VERSION):
             await self.reanalyse(db)
-        elif self.cache is not None and (count := await self._from_cache(db, self.cache)) is not None:
+        elif (plan := self._active_cache()) is not None and (count := await self._from_cache(db, plan)) is not None:
             return count
         async with db.read() as conn:  # one snapshot: the documents and the audit row they reflect
             store = SearchDocRepository(conn)
@@ -268,7 +269,7 @@ class Indexer:
         self._seen_seq = seen
         self._vocab_mark = max(vocab.values(), default=0)
         await self._finish_build(db, "rebuild")
-        if self.cache is not None and count >= max(self.cache.min_docs, 1):
+        if (plan := self._active_cache()) is not None and count >= max(plan.min_docs, 1):
             self.write_cache(db)
         logger.info("search index built: %d documents, %d terms", count, len(vocab))
         return count
@@ -322,11 +323,12 @@ class Indexer:
 
     def write_cache(self, db: Database) -> asyncio.Task[bool] | None:
         """Save the index to its cache in the background (one write at a time); returns the write."""
-        if self.cache is None or not self.built:
+        plan = self._active_cache()
+        if plan is None or not self.built:
             return None
         if self._cache_write is None or self._cache_write.done():
             self._cache_write = asyncio.get_running_loop().create_task(
-                self._write_cache(db, self.cache), name="mcp-memory-index-cache"
+                self._write_cache(db, plan), name="mcp-memory-index-cache"
             )
             self._cache_write.add_done_callback(_log_failed_cache_write)
         return self._cache_write
@@ -352,9 +354,13 @@ class Indexer:
         return True
 
     def drop_cache(self) -> None:
-        """Delete the cache file (after a forget, so nothing forgotten stays on disk in it)."""
+        """Delete the cache file (after a forget, so nothing forgotten stays on disk in it), even
+        when the cache is switched off: an earlier run with it on may have left one."""
         if self.cache is not None:
             discard(self.cache.path)
+
+    def _active_cache(self) -> CachePlan | None:
+        return None if self.cache is None or not self.cache.enabled else self.cache
 
     async def reanalyse(self, db: Database) -> int:
         """Re-derive every record's stored terms from its source text (analyzer upgrade)."""
