@@ -210,7 +210,7 @@ def test_a_rerank_pool_scores_its_candidates_exactly(
     session = np.array(sessions, dtype=np.int32)
 
     def scored(pool: np.ndarray) -> dict[int, float]:
-        docs, values = with_context(acc, pool, prev, nxt, session, seq, rank, eligible)
+        docs, values = with_context(acc, pool, prev, nxt, session, seq, rank, eligible, hits)
         return dict(zip(docs.tolist(), values.tolist(), strict=True))
 
     full, pooled = scored(hits), scored(rerank_pool(acc, hits, eligible, depth))

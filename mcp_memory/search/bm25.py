@@ -426,7 +426,7 @@ class Partition(DocStore):
         eligible = self._alive[:n] & self._mask(None, flt)
         pool = rerank_pool(acc, hits, eligible, self.rank.depth)
         docs, scores = with_context(
-            acc, pool, self._prev[:n], self._next[:n], self._session[:n], self._seq[:n], self.rank, eligible
+            acc, pool, self._prev[:n], self._next[:n], self._session[:n], self._seq[:n], self.rank, eligible, hits
         )
         positive = scores > 0
         docs, scores = docs[positive], scores[positive]

@@ -86,6 +86,7 @@ def with_context(
     seq: IntArray,
     params: RankParams,
     eligible: BoolArray | None = None,
+    matches: IntArray | None = None,
 ) -> tuple[IntArray, FloatArray]:
     """Candidates (the hits and their neighbours) and their scores with context and session added.
 
@@ -94,12 +95,15 @@ def with_context(
     for none), `seq` its position in its session: positive for a session's records, negative for
     the session's own summary (it lends its score to the session's records but is not one of
     them), 0 for records outside sessions. `eligible` marks the records that may be returned
-    (alive and passing the filter); the others still lend their scores.
+    (alive and passing the filter); the others still lend their scores. `matches` (default
+    `hits`) are every record scoring above zero: a session's best is taken over them, since a
+    pool cut to the best eligible records can leave out a stronger record of their session.
     """
     context = bool(params.window and (params.before or params.after))
     candidates, scores = _context(acc, hits, prev, nxt, params) if context else (hits, acc[hits])
     if params.session:
-        scores = scores + params.session * _session_best(acc, hits, session, seq, candidates)
+        best = _session_best(acc, hits if matches is None else matches, session, seq, candidates)
+        scores = scores + params.session * best
     if eligible is not None:
         keep = eligible[candidates]
         candidates, scores = candidates[keep], scores[keep]
@@ -137,10 +141,7 @@ def _sorted_unique(values: IntArray) -> IntArray:
 
 
 def _session_best(acc: FloatArray, hits: IntArray, session: IntArray, seq: IntArray, docs: IntArray) -> FloatArray:
-    """For each of `docs`, the best score among the hits of its session (0 outside sessions).
-
-    The pool's best is the session's best: a hit left out of the pool scores below all of it.
-    """
+    """For each of `docs`, the best score among the hits of its session (0 outside sessions)."""
     strong = hits[seq[hits] != 0]
     if not len(strong):
         return np.zeros(len(docs), dtype=np.float64)
