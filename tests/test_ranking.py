@@ -6,7 +6,7 @@ from collections import Counter
 
 import numpy as np
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from mcp_memory.search.bm25 import BM25Params, Partition, encode_terms
@@ -185,6 +185,14 @@ def test_with_context_returns_hits_and_their_neighbours_once() -> None:
     allowed=st.lists(st.booleans(), min_size=40, max_size=40),
     depth=st.integers(1, 6),
 )
+# The best eligible record reaches below the overall best, and a stronger ineligible record of
+# its session (the session's summary) is outside the pool: it must still count for the session.
+@example(
+    sessions=[0, 0, 0, 1, 1],
+    scores=[0.0, 0.0, 2.5, 1.0, 0.5] + [0.0] * 35,
+    allowed=[False] * 4 + [True] + [False] * 35,
+    depth=1,
+)
 def test_a_rerank_pool_scores_its_candidates_exactly(
     sessions: list[int], scores: list[float], allowed: list[bool], depth: int
 ) -> None:
@@ -209,11 +217,11 @@ def test_a_rerank_pool_scores_its_candidates_exactly(
     rank = RankParams(before=0.4, after=0.2, window=2, session=0.4)
     session = np.array(sessions, dtype=np.int32)
 
-    def scored(pool: np.ndarray) -> dict[int, float]:
-        docs, values = with_context(acc, pool, prev, nxt, session, seq, rank, eligible, hits)
+    def scored(pool: np.ndarray, scope: np.ndarray) -> dict[int, float]:
+        docs, values = with_context(acc, pool, prev, nxt, session, seq, rank, eligible, scope)
         return dict(zip(docs.tolist(), values.tolist(), strict=True))
 
-    full, pooled = scored(hits), scored(rerank_pool(acc, hits, eligible, depth))
+    full, pooled = scored(hits, hits), scored(*rerank_pool(acc, hits, eligible, depth))
     # a smaller pool drops candidates but never changes the score of one it keeps
     assert set(pooled) <= set(full)
     assert all(pooled[doc] == full[doc] for doc in pooled)

@@ -424,9 +424,9 @@ class Partition(DocStore):
         hits, acc = self._positives(query)
         n = len(self.keys)
         eligible = self._alive[:n] & self._mask(None, flt)
-        pool = rerank_pool(acc, hits, eligible, self.rank.depth)
+        pool, scope = rerank_pool(acc, hits, eligible, self.rank.depth)
         docs, scores = with_context(
-            acc, pool, self._prev[:n], self._next[:n], self._session[:n], self._seq[:n], self.rank, eligible, hits
+            acc, pool, self._prev[:n], self._next[:n], self._session[:n], self._seq[:n], self.rank, eligible, scope
         )
         positive = scores > 0
         docs, scores = docs[positive], scores[positive]

@@ -51,21 +51,30 @@ class RankParams:
     rrf_k: int = 60
 
 
-def rerank_pool(acc: FloatArray, hits: IntArray, eligible: BoolArray, depth: int) -> IntArray:
+def rerank_pool(acc: FloatArray, hits: IntArray, eligible: BoolArray, depth: int) -> tuple[IntArray, IntArray]:
     """The hits whose context and session are weighed (ascending): all of them up to `depth`, else
-    the `depth` best overall (they lend their scores) and the `depth` best passing the filter.
+    the `depth` best overall (they lend their scores) and the `depth` best passing the filter;
+    and the hits a session's best is taken over (see with_context's `matches`).
 
     Records outside the pool and not next to it can still be returned by a smaller query, never
     by this one; the pool includes every tie at its edge, so the answer does not depend on the
-    order records were added in.
+    order records were added in. Within the pool, the best of a session is the best of its
+    matches, except when the best eligible records reach below the overall best: a stronger
+    record of their session may then lie outside the pool, so every match scoring at least the
+    weakest of them counts for its session.
     """
     if len(hits) <= depth:
-        return hits
-    pools = [_best(acc, hits, depth)]
+        return hits, hits
+    overall = _best(acc, hits, depth)
     allowed = hits[eligible[hits]]
-    if len(allowed) < len(hits):
-        pools.append(_best(acc, allowed, depth))
-    return _sorted_unique(np.concatenate(pools))
+    if len(allowed) == len(hits):
+        return overall, overall
+    best_allowed = _best(acc, allowed, depth)
+    pool = _sorted_unique(np.concatenate([overall, best_allowed]))
+    if not len(best_allowed) or acc[best_allowed].min() >= acc[overall].min():
+        return pool, pool
+    scope: IntArray = hits[acc[hits] >= acc[best_allowed].min()]
+    return pool, scope
 
 
 def _best(acc: FloatArray, docs: IntArray, depth: int) -> IntArray:
