@@ -394,7 +394,7 @@ async def _ours(n: int, db: Path, queries: int, saves: int) -> dict[str, Any]:
     _patch_timers(phases)
     corpus = Corpus()
     texts = corpus.queries(queries)
-    base_rss = await _baseline_rss(db, texts[0])
+    base_rss = await _baseline_rss(texts[0])
     phases.clear()
     out: dict[str, Any] = {"baseline_rss": base_rss}
 
@@ -440,7 +440,7 @@ async def _ours(n: int, db: Path, queries: int, saves: int) -> dict[str, Any]:
     return out
 
 
-async def _baseline_rss(db: Path, query: str) -> float:
+async def _baseline_rss(query: str) -> float:
     """RSS once lazy imports, SQLite and its threads are loaded: open and close an empty database."""
     from mcp_memory.context import open_app
 
@@ -473,7 +473,7 @@ async def _cached(db: Path, query: str) -> dict[str, Any]:
     """Open with a current index cache: start-up time and memory, then a spawned stdio server's."""
     from mcp_memory.context import open_app
 
-    base = await _baseline_rss(db, query)
+    base = await _baseline_rss(query)
     t = time.perf_counter()
     async with open_app(_settings(db, "normal", cache=True)) as app:
         out: dict[str, Any] = {"open_s": time.perf_counter() - t, "source": app.deps.indexer.source}
