@@ -246,10 +246,17 @@ _V3_TEXT_DIGESTS = [
     "CREATE INDEX embeddings_model ON embeddings (model)",
 ]
 
+_V4_ANALYZER_INDEX = [
+    # Start-up asks whether any record was analysed by another analyzer version: with this index
+    # that is two short range scans instead of reading every stored term list from disk.
+    "CREATE INDEX search_docs_analyzer ON search_docs (analyzer)",
+]
+
 MIGRATIONS: list[tuple[int, str, list[str]]] = [
     (1, "foundation: every table of the product reference", _V1_FOUNDATION),
     (2, "ranking attributes on stored terms; embedding vectors", _V2_RANKING_AND_VECTORS),
     (3, "digests of indexed text, so vectors follow their records", _V3_TEXT_DIGESTS),
+    (4, "an index on the analyzer version of stored terms, for a quick start-up check", _V4_ANALYZER_INDEX),
 ]
 
 

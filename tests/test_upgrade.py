@@ -24,6 +24,7 @@ def _downgrade_to_schema_1(path: Path) -> None:
     """Make the file look like one written by schema 1 and analyzer 1, the release before ranking."""
     with sqlite3.connect(path) as conn:
         conn.execute("DROP TABLE embeddings")
+        conn.execute("DROP INDEX search_docs_analyzer")
         conn.execute("ALTER TABLE search_docs DROP COLUMN digest")
         conn.execute("ALTER TABLE search_docs DROP COLUMN seq")
         conn.execute("ALTER TABLE search_docs DROP COLUMN weight")
@@ -55,7 +56,7 @@ async def test_a_schema_1_file_is_migrated_and_re_analysed(settings: Settings, c
         hits = (await call(client, "memory_recall", query="Caroline support group 7 May 2023"))["hits"]
         found = await call(client, "memory_smart_search", query="adoption agencies")
 
-    assert diagnosis["schema_version"] == MIGRATIONS[-1][0] == 3
+    assert diagnosis["schema_version"] == MIGRATIONS[-1][0] == 4
     assert diagnosis["analyzer_version"] == ANALYZER_VERSION
     assert diagnosis["index_in_sync"] is True
     assert diagnosis["index_docs"] == diagnosis["stored_docs"] == {"observation": 3, "memory": 1}
