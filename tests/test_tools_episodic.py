@@ -284,6 +284,41 @@ async def test_caller_given_title_facts_concepts_and_files_are_kept(client: Clie
     )
 
 
+async def test_caller_given_fields_are_kept_whole_up_to_the_schema_limits(client: Client) -> None:
+    title = "Migration plan " + "step " * 52  # 279 characters, under the 300 the schema allows
+    facts = [f"Fact {i}: " + "detail " * 40 for i in range(30)]
+    files = [f"src/module_{i}.py" for i in range(150)]
+
+    saved = await call(client, "memory_observe", content="Planning notes.", title=title, facts=facts, files=files)
+
+    assert saved["title"] == title.strip()
+    assert saved["facts"] == [f.strip() for f in facts]
+    assert saved["files"] == files
+
+
+async def test_extraction_keeps_camel_case_names_and_abbreviations_whole(client: Client) -> None:
+    saved = await call(
+        client,
+        "memory_observe",
+        content=(
+            "Talked with Dr. Smith about moving from JavaScript to TypeScript. "
+            "The NullPointerException in AuthController came from PostgreSQL returning null."
+        ),
+    )
+
+    assert saved["title"] == "Talked with Dr. Smith about moving from JavaScript to TypeScript."
+    assert {"javascript", "typescript", "nullpointerexception", "authcontroller", "postgresql"} <= set(
+        saved["concepts"]
+    )
+    assert not {"java", "type", "null", "auth", "postgre"} & set(saved["concepts"])
+
+
+async def test_sentences_end_at_cjk_full_stops(client: Client) -> None:
+    saved = await call(client, "memory_observe", content="我们决定使用 SQLite。读者永远不会阻塞写入者！")
+
+    assert saved["title"] == "我们决定使用 SQLite。"
+
+
 @pytest.mark.parametrize(
     ("kind", "expected"),
     [("decision", 0.8), ("error", 0.75), ("fix", 0.75), ("note", 0.5), ("tool_use", 0.3), ("my_own_type", 0.5)],

@@ -33,20 +33,26 @@ TYPE_IMPORTANCE: dict[str, float] = {
 }
 """Default importance by observation type; low-value types fold away first when a session is full."""
 
-_SENTENCE = re.compile(r"(?<=[.!?])\s+(?=[A-Z0-9\"'(\[])|\n+")
+_SENTENCE = re.compile(r"(?<=[.!?])\s+(?=[A-Z0-9\"'(\[])|\n+|(?<=[。！？])\s*")
+# A full stop after these (or after a lone initial, "J. Smith") does not end a sentence.
+_ABBREVIATION = re.compile(
+    r"(?:^|\s)(?:[A-Z]|Dr|Mr|Mrs|Ms|Mx|Prof|Sr|Jr|St|Mt|No|vs|etc|approx|e\.g|i\.e|cf|Inc|Ltd|Co|Corp|Fig|Vol)\.$"
+)
 _SIGNAL = re.compile(
     r"\b(because|caus\w*|error|exception|fail\w*|fix\w*|decid\w*|decision|must|should|never|always|"
     r"prefer\w*|instead|resolv\w*|works?|broke\w*|bug|todo|important|root cause|avoid|require\w*)\b",
     re.IGNORECASE,
 )
-_IDENTIFIER = re.compile(r"\b(?:[a-z]+[A-Z]\w*|[A-Za-z]+_\w+|[A-Za-z_]\w*(?:\.[A-Za-z_]\w*){1,})\b")
+_IDENTIFIER = re.compile(
+    r"\b(?:[a-z]+[A-Z]\w*|[A-Z][a-z0-9]+(?:[A-Z][A-Za-z0-9]*)+|[A-Za-z]+_\w+|[A-Za-z_]\w*(?:\.[A-Za-z_]\w*){1,})\b"
+)
 _PATH = re.compile(
     r"(?<![\w@])(?:~?/|\.{1,2}/)?(?:[\w.-]+/)*[\w-]+\.(?:py|pyi|js|mjs|ts|tsx|jsx|md|rst|json|toml|ya?ml|"
     r"rs|go|java|kt|c|h|cc|cpp|hpp|rb|php|sh|sql|html|css|scss|txt|cfg|ini|lock|env|xml|csv|ipynb)\b"
     r"|(?<![\w@])(?:~|\.{1,2})?/(?:[\w.-]+/)+[\w.-]+"
 )
 _HASHTAG = re.compile(r"(?<!\w)#([A-Za-z][\w-]{1,40})")
-_NAME = re.compile(r"(?<=[a-z,;:] )([A-Z][a-z]+(?: [A-Z][a-z]+){0,2})")
+_NAME = re.compile(r"(?<=[a-z,;:] )([A-Z][a-z]+(?: [A-Z][a-z]+){0,2})\b(?!\.\w)")
 _WORD = re.compile(r"[^\W\d_]{4,}")
 
 
@@ -72,8 +78,19 @@ def shorten(text: str, limit: int) -> str:
 
 def sentences(text: str) -> list[str]:
     """Sentences and lines of `text`, stripped of list markers, empty ones dropped."""
-    parts = (p.strip().lstrip("-*•>#").strip() for p in _SENTENCE.split(text))
-    return [p for p in parts if p]
+    parts: list[str] = []
+    start, joined = 0, False
+    for gap in [*_SENTENCE.finditer(text), None]:
+        piece = text[start : gap.start() if gap else len(text)]
+        if joined:
+            parts[-1] += " " + piece  # "Dr. Smith" goes on in the same sentence
+        else:
+            parts.append(piece)
+        if gap is not None:
+            joined = "\n" not in gap.group() and _ABBREVIATION.search(parts[-1]) is not None
+            start = gap.end()
+    cleaned = (p.strip().lstrip("-*•>#").strip() for p in parts)
+    return [p for p in cleaned if p]
 
 
 def _dedupe(values: Sequence[str], limit: int) -> list[str]:
@@ -126,9 +143,13 @@ def compress(
     concepts: Sequence[str] | None = None,
     files: Sequence[str] | None = None,
 ) -> Compressed:
-    """The compressed form: the caller's fields where given, extracted ones otherwise."""
+    """The compressed form: the caller's fields where given, extracted ones otherwise.
+
+    What the caller gives is kept whole (the tool's schema already bounds it); only what is
+    extracted from the content is cut to the sizes above.
+    """
     parts = sentences(content)
-    made_title = shorten(title, TITLE_CHARS) if title else shorten(parts[0] if parts else content, TITLE_CHARS)
+    made_title = " ".join(title.split()) if title else shorten(parts[0] if parts else content, TITLE_CHARS)
     if facts is None:
         rest = parts[1:] if not title else parts
         facts = extract_facts(rest) if len(parts) > 1 else []
@@ -137,9 +158,9 @@ def compress(
         concepts = extract_concepts(without_markers(f"{title or ''}\n{content}"), exclude=found_files)
     return Compressed(
         title=made_title or "(empty)",
-        facts=_dedupe([shorten(f, FACT_CHARS) for f in facts], MAX_FACTS * 4),
-        concepts=_dedupe([c.strip().casefold() for c in concepts if c.strip()], 50),
-        files=_dedupe([f.strip() for f in found_files if f.strip()], 100),
+        facts=_dedupe([f.strip() for f in facts], len(facts)),
+        concepts=_dedupe([c.strip().casefold() for c in concepts], len(concepts)),
+        files=_dedupe([f.strip() for f in found_files], len(found_files)),
     )
 
 
