@@ -63,7 +63,7 @@ SURFACE: dict[str, tuple[list[str], list[str], tuple[bool | None, bool | None, b
     "memory_slot_list": (["project"], [], (True, None, None)),
     "memory_slot_get": (["name", "scope", "project"], ["name"], (True, None, None)),
     "memory_slot_create": (
-        ["name", "content", "size_limit", "pinned", "description", "scope", "project"], ["name"], (False, False, False)
+        ["name", "content", "size_limit", "pinned", "description", "scope", "project"], ["name"], (False, False, True)
     ),
     "memory_slot_append": (
         ["name", "text", "separator", "scope", "project"], ["name", "text"], (False, False, False)
@@ -71,9 +71,9 @@ SURFACE: dict[str, tuple[list[str], list[str], tuple[bool | None, bool | None, b
     "memory_slot_replace": (
         ["name", "content", "old", "size_limit", "pinned", "description", "scope", "project"],
         ["name"],
-        (False, False, True),
+        (False, True, False),
     ),
-    "memory_slot_delete": (["name", "scope", "project"], ["name"], (False, True, False)),
+    "memory_slot_delete": (["name", "scope", "project"], ["name"], (False, True, True)),
     "memory_action_create": (
         ["title", "description", "priority", "parent_id", "depends_on", "tags", "due", "status", "project"],
         ["title"],
@@ -81,12 +81,12 @@ SURFACE: dict[str, tuple[list[str], list[str], tuple[bool | None, bool | None, b
     ),
     "memory_action_update": (
         ["id", "status", "title", "description", "priority", "parent_id", "clear_parent", "add_depends_on",
-         "remove_depends_on", "tags", "due", "project"],
+         "remove_depends_on", "tags", "due", "clear_due", "project"],
         ["id"],
         (False, False, False),
     ),
     "memory_action_list": (["status", "tag", "parent_id", "limit", "offset", "project"], [], (True, None, None)),
-    "memory_frontier": (["tag", "limit", "project"], [], (True, None, None)),
+    "memory_frontier": (["tag", "limit", "offset", "project"], [], (True, None, None)),
     "memory_relate": (
         ["source_id", "target_id", "type", "weight", "note", "project"],
         ["source_id", "target_id"],

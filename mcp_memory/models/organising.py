@@ -37,7 +37,7 @@ class SlotSummary(BaseModel):
 
 
 class SuggestedSlot(BaseModel):
-    """A default slot name not created yet; appending to it creates it."""
+    """A default slot name not created yet; appending to it (or replacing it) creates it."""
 
     name: str
     description: str

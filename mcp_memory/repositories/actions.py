@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections import deque
 from collections.abc import Sequence
 
 from mcp_memory.db import Row
@@ -13,6 +14,14 @@ _COLUMNS = (
     "created_at, updated_at"
 )
 _OPEN = "('pending', 'active', 'blocked')"
+_REACH = (
+    "WITH RECURSIVE reach(id) AS ("
+    " SELECT ?"
+    " UNION SELECT d.depends_on FROM action_dependencies d JOIN reach ON d.action_id = reach.id"
+    " UNION SELECT a.id FROM actions a JOIN reach ON a.parent_id = reach.id"
+    ")"
+)
+"""Every action `?` waits for, directly or not (its dependencies and children); UNION visits each once."""
 
 
 def _action(row: Row) -> Action:
@@ -116,18 +125,42 @@ class ActionRepository(Repository):
                 (action_id, *deps),
             )
 
-    async def dependency_path(self, start: str, goal: str) -> list[str] | None:
-        """A chain of depends_on edges from `start` to `goal`, if one exists."""
-        row = await self.conn.fetchone(
-            "WITH RECURSIVE reach(id, path) AS ("
-            " SELECT ?, ?"
-            " UNION"
-            " SELECT d.depends_on, reach.path || ' ' || d.depends_on FROM action_dependencies d"
-            " JOIN reach ON d.action_id = reach.id WHERE instr(reach.path, d.depends_on) = 0"
-            ") SELECT path FROM reach WHERE id = ? LIMIT 1",
-            (start, start, goal),
+    async def wait_path(self, start: str, goal: str) -> list[tuple[str, bool]] | None:
+        """A shortest chain of "waits for" edges from `start` to `goal`, if one exists.
+
+        An action waits for its dependencies and for its children. Each step is (action id, whether
+        it is a child of the step before); the first step is `start`. Linear in the graph: the
+        reachability test visits each action once, and the edges are fetched only when a path exists.
+        """
+        if not await self.conn.fetchval(f"{_REACH} SELECT EXISTS (SELECT 1 FROM reach WHERE id = ?)", (start, goal)):
+            return None
+        rows = await self.conn.fetchall(
+            f"{_REACH} SELECT d.action_id, d.depends_on, 0 FROM action_dependencies d"
+            " JOIN reach ON d.action_id = reach.id"
+            " UNION ALL SELECT a.parent_id, a.id, 1 FROM actions a JOIN reach ON a.parent_id = reach.id",
+            (start,),
         )
-        return None if row is None else str(row[0]).split(" ")
+        edges: dict[str, list[tuple[str, bool]]] = {}
+        for source, target, is_child in rows:
+            edges.setdefault(source, []).append((target, bool(is_child)))
+        # Breadth first with back-pointers: each action is visited once and the path is a shortest one.
+        came_from: dict[str, tuple[str, bool] | None] = {start: None}
+        queue = deque([start])
+        while queue and goal not in came_from:
+            node = queue.popleft()
+            for target, is_child in sorted(edges.get(node, [])):
+                if target not in came_from:
+                    came_from[target] = (node, is_child)
+                    queue.append(target)
+        if goal not in came_from:
+            return None
+        path = []
+        node, step = goal, came_from[goal]
+        while step is not None:
+            path.append((node, step[1]))
+            node, step = step[0], came_from[step[0]]
+        path.append((start, False))
+        return path[::-1]
 
     async def ancestors(self, action_id: str) -> list[str]:
         """Parent, grandparent, … of an action (stops at a repeat, so a corrupt loop cannot hang)."""
@@ -169,19 +202,26 @@ class ActionRepository(Repository):
         total = await self.conn.fetchval(f"SELECT count(*) FROM actions WHERE {where}", params)
         return [_action(r) for r in rows], int(total)
 
-    async def frontier(self, project: str, tag: str | None, limit: int) -> list[Action]:
-        """Open, unblocked actions whose dependencies are all done and that have no open children."""
-        tag_clause = "AND EXISTS (SELECT 1 FROM json_each(a.tags) WHERE value = ?)" if tag is not None else ""
-        rows = await self.conn.fetchall(
-            f"SELECT {', '.join('a.' + c.strip() for c in _COLUMNS.split(','))} FROM actions a "
-            "WHERE a.project = ? AND a.status IN ('pending', 'active') "
+    async def frontier(self, project: str, tag: str | None, limit: int, offset: int) -> tuple[list[Action], int]:
+        """Open, unblocked actions whose dependencies are all done and that have no open children,
+        highest priority then oldest first, and how many there are in all."""
+        where = (
+            "a.project = ? AND a.status IN ('pending', 'active') "
             "AND NOT EXISTS (SELECT 1 FROM action_dependencies d JOIN actions b ON b.id = d.depends_on "
             "                WHERE d.action_id = a.id AND b.status <> 'done') "
-            f"AND NOT EXISTS (SELECT 1 FROM actions c WHERE c.parent_id = a.id AND c.status IN {_OPEN}) "
-            f"{tag_clause} ORDER BY a.priority DESC, a.created_at, a.id LIMIT ?",
-            (project, *([tag] if tag is not None else []), limit),
+            f"AND NOT EXISTS (SELECT 1 FROM actions c WHERE c.parent_id = a.id AND c.status IN {_OPEN})"
         )
-        return [_action(r) for r in rows]
+        params: list[object] = [project]
+        if tag is not None:
+            where += " AND EXISTS (SELECT 1 FROM json_each(a.tags) WHERE value = ?)"
+            params.append(tag)
+        rows = await self.conn.fetchall(
+            f"SELECT {', '.join('a.' + c.strip() for c in _COLUMNS.split(','))} FROM actions a "
+            f"WHERE {where} ORDER BY a.priority DESC, a.created_at, a.id LIMIT ? OFFSET ?",
+            (*params, limit, offset),
+        )
+        total = await self.conn.fetchval(f"SELECT count(*) FROM actions a WHERE {where}", params)
+        return [_action(r) for r in rows], int(total)
 
     async def count_open(self, project: str) -> int:
         return int(

@@ -1,9 +1,11 @@
 """Actions: work items with validated status changes, acyclic dependencies and a parent/child tree.
 
 Rules: an action cannot become active or done while a dependency is not done; a parent cannot be
-done while a child is still open; reopening a child (or adding one) reopens a done parent. The
-frontier is every pending or active action whose dependencies are all done and that has no open
-children, by priority (highest first) then age (oldest first).
+done while a child is still open; reopening a child (or adding one) reopens a done parent. So an
+action waits for its dependencies and its children, and a change that would make it wait for itself
+(a dependency cycle, or a child depending on its own ancestor) is refused. The frontier is every
+pending or active action whose dependencies are all done and that has no open children, by
+priority (highest first) then age (oldest first).
 """
 
 from __future__ import annotations
@@ -76,6 +78,7 @@ class ActionService(Service):
                 await self._check_dependencies_done(repo, action, deps)
             await repo.add(action)
             await repo.add_dependencies(action.id, deps)
+            await self._refuse_cycles(repo, action.id, deps, "depends_on")
             tx.changed("action", action.id, "create")
             also = await self._reopen_parent(tx, action)
             view = (await self._views(tx, [action]))[0]
@@ -96,8 +99,13 @@ class ActionService(Service):
         remove_depends_on: Sequence[str] = (),
         tags: Sequence[str] | None = None,
         due: str | None = None,
+        clear_due: bool = False,
     ) -> ActionResult:
-        """Change an action; every rule is checked before anything is written."""
+        """Change an action; a refused change writes nothing (the transaction rolls back)."""
+        if clear_parent and parent_id is not None:
+            raise InvalidInputError("clear_parent", "cannot be combined with parent_id; give one or the other")
+        if clear_due and due is not None:
+            raise InvalidInputError("clear_due", "cannot be combined with due; give one or the other")
         scrub = self.scrubber()
         now = self.now_iso()
         async with self.db.transaction("memory_action_update", project=project) as tx:
@@ -112,34 +120,64 @@ class ActionService(Service):
                 changes["priority"] = priority
             if tags is not None:
                 changes["tags"] = sorted({t.strip() for t in tags if t.strip()})
-            if due is not None:
+            if due is not None or clear_due:
                 changes["due"] = moment("due", due)
+            new_parent = None
             if clear_parent:
                 changes["parent_id"] = None
-            elif parent_id is not None:
+            elif parent_id is not None and parent_id != current.parent_id:
                 await self._require(repo, project, [parent_id], "parent_id")
                 if parent_id == action_id or action_id in await repo.ancestors(parent_id):
                     raise ConflictError(f"parent_id: {parent_id} is {action_id} or one of its descendants")
-                changes["parent_id"] = parent_id
-            added = [d for d in dict.fromkeys(add_depends_on) if d not in remove_depends_on]
+                changes["parent_id"] = new_parent = parent_id
+            removed = list(dict.fromkeys(remove_depends_on))
+            existing = {dep for dep, _ in (await repo.dependencies([action_id]))[action_id]}
+            added = [d for d in dict.fromkeys(add_depends_on) if d not in removed and d not in existing]
             await self._require(repo, project, added, "add_depends_on")
-            for dep in added:
-                path = [action_id] if dep == action_id else await repo.dependency_path(dep, action_id)
-                if path is not None:
-                    cycle = " -> ".join([action_id, *path])
-                    raise ConflictError(f"add_depends_on: {dep} would make a dependency cycle: {cycle}")
-            await repo.remove_dependencies(action_id, list(remove_depends_on))
+            if action_id in added:
+                raise ConflictError(
+                    f"add_depends_on: {action_id} would make a dependency cycle: {action_id} -> {action_id}"
+                )
+            await repo.remove_dependencies(action_id, removed)
             await repo.add_dependencies(action_id, added)
             action = current.model_copy(update=changes)
             if status is not None and status != current.status:
                 action = await self._transition(repo, action, current.status, status, now)
             elif action.status == "done":
-                await self._check_dependencies_done(repo, action, None)
+                # Staying done: only new dependencies must be done; an old one reopened since does not
+                # stop the action from being edited.
+                waiting = await self._unfinished(repo, action, added)
+                if waiting:
+                    raise ConflictError(
+                        f"add_depends_on: {action_id} is done and would be blocked by unfinished dependencies: "
+                        f"{', '.join(waiting)}; finish them first, or reopen {action_id}"
+                    )
             await repo.update(action)
+            # Checked on the graph as it will be, so a new parent and new dependencies are seen together.
+            await self._refuse_cycles(repo, action_id, added, "add_depends_on", new_parent)
             tx.changed("action", action.id, "update")
             also = await self._reopen_parent(tx, action)
             view = (await self._views(tx, [action]))[0]
         return ActionResult(action=view, also_changed=also, redacted=scrub.summary())
+
+    async def _refuse_cycles(
+        self, repo: ActionRepository, action_id: str, deps: Sequence[str], field: str, parent: str | None = None
+    ) -> None:
+        """Refuse new dependencies (or a new parent) through which the action would wait for itself.
+
+        An action waits for its dependencies and for its children, so a child depending on its own
+        ancestor is a cycle too: neither could ever be done.
+        """
+        for dep in deps:
+            path = await repo.wait_path(dep, action_id)
+            if path is not None:
+                cycle = _describe([(action_id, False), *path])
+                raise ConflictError(f"{field}: {dep} would make a dependency cycle: {cycle}")
+        if parent is not None:
+            path = await repo.wait_path(action_id, parent)
+            if path is not None:
+                cycle = _describe([(parent, False), (action_id, True), *path[1:]])
+                raise ConflictError(f"parent_id: {parent} would make a dependency cycle: {cycle}")
 
     async def _transition(self, repo: ActionRepository, action: Action, old: str, new: str, now: str) -> Action:
         if new not in STATUSES:
@@ -158,13 +196,17 @@ class ActionService(Service):
     async def _check_dependencies_done(
         self, repo: ActionRepository, action: Action, deps: Sequence[str] | None
     ) -> None:
+        waiting = await self._unfinished(repo, action, deps)
+        if waiting:
+            raise ConflictError(f"status: {action.id} is blocked by unfinished dependencies: {', '.join(waiting)}")
+
+    async def _unfinished(self, repo: ActionRepository, action: Action, deps: Sequence[str] | None) -> list[str]:
+        """Which of these dependencies (default: all the action's stored ones) are not done."""
         if deps is not None:
             states = [(d.id, d.status) for d in await repo.get_many(deps, action.project)]
         else:
             states = (await repo.dependencies([action.id]))[action.id]
-        waiting = [dep for dep, state in states if state != "done"]
-        if waiting:
-            raise ConflictError(f"status: {action.id} is blocked by unfinished dependencies: {', '.join(waiting)}")
+        return [dep for dep, state in states if state != "done"]
 
     async def _reopen_parent(self, tx: Tx, action: Action) -> list[str]:
         """A done parent with an open child is not done: reopen it (and its done ancestors)."""
@@ -204,12 +246,15 @@ class ActionService(Service):
             project=project, total=total, actions=views, next_offset=offset + len(views) if more else None
         )
 
-    async def frontier(self, project: str, *, tag: str | None, limit: int) -> ActionList:
+    async def frontier(self, project: str, *, tag: str | None, limit: int, offset: int = 0) -> ActionList:
         """What can be done next: open actions with every dependency done, by priority then age."""
         async with self.db.read() as conn:
-            found = await ActionRepository(conn).frontier(project, tag, limit)
+            found, total = await ActionRepository(conn).frontier(project, tag, limit, offset)
             views = await self._views(conn, found)
-        return ActionList(project=project, total=len(views), actions=views)
+        more = offset + len(views) < total
+        return ActionList(
+            project=project, total=total, actions=views, next_offset=offset + len(views) if more else None
+        )
 
     async def _require(self, repo: ActionRepository, project: str, ids: Sequence[str], field: str) -> list[Action]:
         found = await repo.get_many(ids, project)
@@ -243,3 +288,11 @@ class ActionService(Service):
             )
             for a in actions
         ]
+
+
+def _describe(steps: Sequence[tuple[str, bool]]) -> str:
+    """A cycle as text: `a -> b` where a depends on b, `a -> child b` where a is b's parent."""
+    text = " -> ".join(f"child {step}" if is_child else step for step, is_child in steps)
+    if any(is_child for _, is_child in steps):
+        text += " (a parent cannot be done before its children, so none of these could ever be done)"
+    return text

@@ -2,7 +2,8 @@
 
 A slot lives in a project or in the global scope ("*"); lookups try the project first. Appending
 or replacing past the limit is refused with the numbers and a way out; nothing is truncated.
-Default names are offered, never forced: appending to one that does not exist yet creates it.
+Default names are offered, never forced: appending to (or replacing) one that does not exist yet
+creates it.
 """
 
 from __future__ import annotations
@@ -119,7 +120,7 @@ class SlotService(Service):
                 default_pinned if pinned is None else pinned,
                 scrub.optional(description) or default_desc,
             )
-            _fits(slot, slot.content)
+            _fits("content", slot, slot.content, creating=True)
             await repo.add(slot)
             tx.changed("slot", slot.id, "create")
         return SlotResult(slot=self.view(slot), created=True, redacted=scrub.summary())
@@ -134,7 +135,7 @@ class SlotService(Service):
         async with self.db.transaction("memory_slot_append", project=project) as tx:
             slot, created = await self._find_or_default(tx, project, name, scope)
             content = f"{slot.content}{separator}{addition}" if slot.content else addition
-            _fits(slot, content)
+            _fits("text", slot, content)
             slot = slot.model_copy(update={"content": content, "updated_at": self.now_iso()})
             await self._save(tx, slot, created)
         return SlotResult(slot=self.view(slot), created=created, redacted=scrub.summary())
@@ -166,6 +167,8 @@ class SlotService(Service):
                 body = body.replace(old, new_text, 1)
             elif new_text is not None:
                 body = new_text
+            # Blame the argument that broke the limit: text too long even for the old limit, else the limit.
+            field = "content" if new_text is not None and len(body) > slot.size_limit else "size_limit"
             slot = slot.model_copy(
                 update={
                     "content": body,
@@ -175,7 +178,7 @@ class SlotService(Service):
                     "updated_at": self.now_iso(),
                 }
             )
-            _fits(slot, body)
+            _fits(field, slot, body)
             await self._save(tx, slot, created)
         return SlotResult(slot=self.view(slot), created=created, redacted=scrub.summary())
 
@@ -195,8 +198,8 @@ class SlotService(Service):
                 return slot
         hint = "create it with memory_slot_create"
         if name in DEFAULT_SLOTS:
-            hint += " or append to it (default names are created on first append)"
-        raise NotFoundError("slot", name, hint)
+            hint += " or append to it (default names are created on first append or replace)"
+        raise NotFoundError("slot", name, hint, field="name")
 
     async def _find_or_default(self, tx: Tx, project: str, name: str, scope: str | None) -> tuple[Slot, bool]:
         repo = SlotRepository(tx)
@@ -237,9 +240,15 @@ def _check_name(name: str) -> None:
         raise InvalidInputError("name", "must be lower_snake_case: a letter, then letters, digits or _ (max 64)")
 
 
-def _fits(slot: Slot, content: str) -> None:
+def _fits(field: str, slot: Slot, content: str, *, creating: bool = False) -> None:
+    """Refuse content longer than the slot's limit, naming the argument to change and how."""
     if len(content) > slot.size_limit:
+        way_out = (
+            "nothing was created. Shorten the content, or give a larger size_limit."
+            if creating
+            else "nothing was changed. Use memory_slot_replace to rewrite it shorter, or raise its size_limit."
+        )
         raise LimitExceededError(
-            f"slot {slot.name!r} would hold {len(content)} characters, over its limit of {slot.size_limit}; "
-            "nothing was changed. Use memory_slot_replace to rewrite it shorter, or raise its size_limit."
+            f"{field}: slot {slot.name!r} would hold {len(content)} characters, over its limit of {slot.size_limit}; "
+            + way_out
         )

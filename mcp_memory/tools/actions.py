@@ -46,18 +46,19 @@ async def memory_action_update(
     description: Annotated[str | None, Field(max_length=10_000, description="New description.")] = None,
     priority: Priority = None,
     parent_id: Annotated[str | None, Field(max_length=128, description="New parent.")] = None,
-    clear_parent: Annotated[bool, Field(description="Detach from its parent.")] = False,
+    clear_parent: Annotated[bool, Field(description="Detach from its parent (not with parent_id).")] = False,
     add_depends_on: Annotated[ActionIds, Field(description="Dependencies to add (cycles are refused).")] = None,
     remove_depends_on: Annotated[ActionIds, Field(description="Dependencies to remove.")] = None,
     tags: Tags = None,
     due: When = None,
+    clear_due: Annotated[bool, Field(description="Remove the due date (not with due).")] = False,
     project: Project = None,
 ) -> ActionResult:
     """Change an action's status, fields, parent or dependencies; rules are checked before any write."""
     return await app_of(ctx).actions.update(
         await project_of(ctx, project), id, title=title, description=description, status=status, priority=priority,
         parent_id=parent_id, clear_parent=clear_parent, add_depends_on=add_depends_on or [],
-        remove_depends_on=remove_depends_on or [], tags=tags, due=due,
+        remove_depends_on=remove_depends_on or [], tags=tags, due=due, clear_due=clear_due,
     )  # fmt: skip
 
 
@@ -76,9 +77,11 @@ async def memory_action_list(
     )
 
 
-async def memory_frontier(ctx: Ctx, tag: Tag = None, limit: Limit = 10, project: Project = None) -> ActionList:
+async def memory_frontier(
+    ctx: Ctx, tag: Tag = None, limit: Limit = 10, offset: Offset = 0, project: Project = None
+) -> ActionList:
     """What can be worked on now: open actions whose dependencies are all done, by priority then age."""
-    return await app_of(ctx).actions.frontier(await project_of(ctx, project), tag=tag, limit=limit)
+    return await app_of(ctx).actions.frontier(await project_of(ctx, project), tag=tag, limit=limit, offset=offset)
 
 
 def actions_tools() -> list[Tool]:

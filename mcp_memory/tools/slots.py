@@ -80,7 +80,7 @@ async def memory_slot_replace(
     scope: Scope = None,
     project: Project = None,
 ) -> SlotResult:
-    """Rewrite a slot's content (or one passage of it) and/or its limit, pin and description."""
+    """Rewrite a slot's content (or one passage of it) and/or its limit, pin, description; creates a default name."""
     return await app_of(ctx).slots.replace(
         await project_of(ctx, project), name, content=content, old=old, size_limit=size_limit, pinned=pinned,
         description=description, scope=scope,
@@ -93,12 +93,18 @@ async def memory_slot_delete(ctx: Ctx, name: Name, scope: Scope = None, project:
 
 
 def slots_tools() -> list[Tool]:
-    """The slot tools."""
+    """The slot tools.
+
+    MCP hints: destructive = may overwrite or remove what is there (not only add); idempotent = a
+    repeat of the same call changes nothing more. Creating refuses an existing name and deleting
+    finds nothing the second time, so both are idempotent; replacing a passage is not ("a" → "aa"
+    grows on every call), and replacing overwrites content.
+    """
     return [
         make_tool(memory_slot_list, title="List slots", read_only=True),
         make_tool(memory_slot_get, title="Read a slot", read_only=True),
-        make_tool(memory_slot_create, title="Create a slot", read_only=False),
+        make_tool(memory_slot_create, title="Create a slot", read_only=False, idempotent=True),
         make_tool(memory_slot_append, title="Append to a slot", read_only=False),
-        make_tool(memory_slot_replace, title="Rewrite a slot", read_only=False, idempotent=True),
-        make_tool(memory_slot_delete, title="Delete a slot", read_only=False, destructive=True),
+        make_tool(memory_slot_replace, title="Rewrite a slot", read_only=False, destructive=True),
+        make_tool(memory_slot_delete, title="Delete a slot", read_only=False, destructive=True, idempotent=True),
     ]
