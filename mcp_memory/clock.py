@@ -16,14 +16,23 @@ def system_clock() -> datetime:
 
 
 def to_iso(moment: datetime) -> str:
-    """Stored form of a time: UTC, microseconds, `Z` suffix, so text order is time order."""
+    """Stored form of a time: UTC, microseconds, `Z` suffix, so text order is time order.
+
+    Raises OverflowError when the moment falls outside the years 1-9999 once converted to UTC.
+    """
     if moment.tzinfo is None:
         moment = moment.replace(tzinfo=UTC)
-    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    # Not strftime: glibc's %Y drops the zero padding below year 1000, which breaks both the text
+    # order and fromisoformat; isoformat always writes four digits.
+    return moment.astimezone(UTC).replace(tzinfo=None).isoformat(timespec="microseconds") + "Z"
 
 
 def from_iso(text: str) -> datetime:
-    """Parse a stored (or caller-given ISO-8601) time back into an aware UTC datetime."""
+    """Parse a stored (or caller-given ISO-8601) time back into an aware UTC datetime.
+
+    Raises ValueError for text that is not ISO-8601 and OverflowError for a time whose UTC form
+    falls outside the years 1-9999 (e.g. `9999-12-31T23:00:00-05:00`).
+    """
     parsed = datetime.fromisoformat(text.replace("Z", "+00:00") if text.endswith("Z") else text)
     if parsed.tzinfo is None:
         parsed = parsed.replace(tzinfo=UTC)
@@ -34,7 +43,10 @@ _DATE_ONLY = re.compile(r"^\d{4}-\d{2}-\d{2}$")
 
 
 def parse_moment(value: str | datetime | date) -> datetime:
-    """Accept a datetime, a date or ISO-8601 text (date-only means midnight UTC); naive means UTC."""
+    """Accept a datetime, a date or ISO-8601 text (date-only means midnight UTC); naive means UTC.
+
+    Raises ValueError and OverflowError as `from_iso` does.
+    """
     if isinstance(value, datetime):
         return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
     if isinstance(value, date):

@@ -26,10 +26,15 @@ _KIND = re.compile(r"[A-Za-z0-9_.-]{1,64}")
 _TAG = re.compile(r"<\s{0,5}(/?)\s{0,5}private(?:\s[^<>]{0,200})?>", re.IGNORECASE)
 _KEYWORDS = r"(?:passw(?:or)?d|passphrase|pwd|secret|(?:api|access|secret|private)[_-]?key|apikey|token)"
 _KEYWORD_NEEDLES = ("pass", "pwd", "secret", "key", "token")
+# An unquoted value runs to the next whitespace, since a secret may hold any punctuation
+# ("Xk9;vT2&qL7,mZ4"); only a `,` `;` or `&` that starts another `key=value` pair (a query
+# string, a connection string) ends it early.
 _VALUE = (
     r"""(?:"(?P<dq>(?:[^"\\\n]|\\.){0,1000})"?|'(?P<sq>(?:[^'\\\n]|\\.){0,1000})'?"""
-    r"""|(?P<uq>[^\s"'`,;&)\]}]{1,512}))"""
+    r"""|(?P<uq>[^\s"',;&)\]}][^\s,;&]{0,511}(?:[,;&](?![A-Za-z_][\w.-]{0,40}=[^\s=])[^\s,;&]{0,511}){0,63}))"""
 )
+# Punctuation that may close a word of prose or code (`f(password: str)`, "…is Tr0ub4dor&3.").
+_TRAILING = ".,;:!?)]}"
 _NON_SECRET_WORDS = frozenset({"none", "null", "nil", "true", "false", "undefined", "n/a", "redacted"})
 # References to a secret (templating, env vars, masks, "your-…" stand-ins) are not the secret.
 _PLACEHOLDER = re.compile(r"<[^<>]*>|\$[{(].*|\$[A-Za-z_]\w*|\{\{.*|%\(?\w*\)?s|[*x•.…]{3,}|your[_-].*", re.IGNORECASE)
@@ -85,13 +90,11 @@ def _assigned_value(m: re.Match[str]) -> _Span:
     for name in ("dq", "sq"):
         if m.group(name) is not None:
             return m.span(name) if _is_secret(m.group(name), quoted=True) else None
-    start = m.start("uq")
-    value = m.group("uq").rstrip(".:!?")  # sentence punctuation after a value is not part of it
     cli_flag = "dash" in m.re.groupindex
-    if cli_flag and value.startswith("-"):
+    if cli_flag and m.group("uq").startswith("-"):
         return None  # `--password --next-flag`: the flag has no value here
     strict = cli_flag or (m.group("sep") == "=" and not m.group("pre") and not m.group("post"))
-    return (start, start + len(value)) if _is_secret(value, quoted=False, strict=strict) else None
+    return _unquoted(m, strict=strict)
 
 
 def _prose_value(m: re.Match[str]) -> _Span:
@@ -99,10 +102,28 @@ def _prose_value(m: re.Match[str]) -> _Span:
     for name in ("dq", "sq"):
         if m.group(name) is not None:
             return m.span(name) if _is_secret(m.group(name), quoted=True) else None
-    value = m.group("uq").rstrip(".:!?")
-    start = m.start("uq")
-    looks_random = len(value) >= 6 and not value.isalpha()
-    return (start, start + len(value)) if looks_random and _is_secret(value, quoted=False) else None
+    word = m.group("uq").strip("([{" + _TRAILING)
+    # A plain word ("is stored", "is expired") or a small count ("is 12 characters") is prose.
+    if word.isalpha() or (word.isdigit() and len(word) < 4):
+        return None
+    return _unquoted(m, strict=False)
+
+
+def _unquoted(m: re.Match[str], *, strict: bool) -> _Span:
+    """The span of an unquoted value to redact: all of it, up to whitespace, or None when no secret.
+
+    Punctuation closing the value is left out only to decide whether it is a secret (`str)` is a
+    type, `hunter2!` a password): the whole value is redacted, since a password may end in any
+    symbol. A single full stop after a letter or digit is the one exception kept, as the end of a
+    sentence ("the password is Tr0ub4dor&3.").
+    """
+    value = m.group("uq")
+    if not _is_secret(value.rstrip(_TRAILING), quoted=False, strict=strict):
+        return None
+    start, end = m.span("uq")
+    if len(value) > 1 and value[-1] == "." and value[-2].isalnum():
+        end -= 1
+    return start, end
 
 
 @dataclass(frozen=True, slots=True)
@@ -178,7 +199,7 @@ _GENERIC = (
     ),
     _rule(
         "password_assignment",
-        r"(?i)(?=[psta])" + _KEYWORDS + r"[ \t]{1,5}(?:is|was)[ \t]{1,5}(?:now[ \t]{1,5})?" + _VALUE,
+        r"(?i)(?=[psta])" + _KEYWORDS + r"[ \t]{1,5}(?:is|was):?[ \t]{1,5}(?:now[ \t]{1,5})?" + _VALUE,
         _prose_value,
         _KEYWORD_NEEDLES,
     ),

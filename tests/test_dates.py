@@ -19,6 +19,13 @@ def test_a_record_carries_its_day_month_and_year() -> None:
     assert record_tokens("Went for a run.", None) == []
 
 
+def test_a_year_before_1000_is_padded_like_the_query_pads_it() -> None:
+    early = datetime(224, 5, 1, tzinfo=UTC).timestamp()
+
+    assert record_tokens("Went for a run.", early) == ["@0224-05-01", "@0224-05", "@0224"]
+    assert "@0224-05" in query_tokens("what happened in May 0224?", MAY_8)
+
+
 @pytest.mark.parametrize(
     ("phrase", "day"),
     [

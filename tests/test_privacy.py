@@ -11,8 +11,10 @@ import time
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from mcp import Client
 
 from mcp_memory.privacy import PrivacyFilter, Redaction, merge_counts
+from tests.conftest import call
 
 F = PrivacyFilter()
 
@@ -334,11 +336,13 @@ def test_one_megabyte_of_random_text_cleans_quickly() -> None:
     assert time.perf_counter() - start < 1.0
 
 
-def test_adversarial_repetition_cleans_quickly() -> None:
-    start = time.perf_counter()
+def test_adversarial_repetition_cleans_in_linear_time() -> None:
+    # CPU time, not wall time, so a busy machine cannot fail it; a backtracking pattern on inputs
+    # this long would cost minutes, linear cleaning well under a second.
+    start = time.process_time()
     for text in ["Bearer " * 100_000, "password: " * 100_000, '"' * 300_000, "<private " * 100_000]:
         F.clean(text)
-    assert time.perf_counter() - start < 2.0
+    assert time.process_time() - start < 10.0
 
 
 # fmt: off
@@ -421,3 +425,73 @@ def test_skipping_rules_by_their_needles_changes_no_result(text: str, monkeypatc
 def test_needle_skip_agrees_with_running_every_rule(text: str) -> None:
     with pytest.MonkeyPatch.context() as patch:
         assert F.clean(text) == _every_rule_runs(patch).clean(text)
+
+
+# A secret may hold any punctuation: the whole value is redacted, never just its first run of letters.
+WHOLE_SECRETS = [
+    ("DB password=" + "Xk9;vT2&qL7,mZ4" + " for prod", "Xk9;vT2&qL7,mZ4"),
+    ("The wifi password is " + "Tr0ub4dor&3" + ".", "Tr0ub4dor&3"),
+    ("api_key=" + "Zx81,Lm20", "Zx81,Lm20"),
+    ("password=" + "Sup3rS3cret!", "Sup3rS3cret!"),
+    ("PASSWORD=" + "abc123!!", "abc123!!"),
+    ("the root password is " + "8Gh)k2]pQ}z", "8Gh)k2]pQ}z"),
+]
+
+
+def _fragments(secret: str) -> list[str]:
+    """Every run of letters or digits in `secret`, and each of its symbols."""
+    words = "".join(c if c.isalnum() else " " for c in secret).split()
+    return words + [c for c in secret if not c.isalnum()]
+
+
+@pytest.mark.parametrize(("text", "secret"), WHOLE_SECRETS)
+def test_no_fragment_of_a_punctuated_secret_survives(text: str, secret: str) -> None:
+    result = F.clean(text)
+    leftover = result.text.replace("[REDACTED:password_assignment]", "")
+    assert result.counts == {"password_assignment": 1}
+    assert [f for f in _fragments(secret) if f in leftover] == []
+    assert leftover == text.replace(secret, "")  # and nothing but the secret went
+
+
+@pytest.mark.parametrize(("text", "secret"), WHOLE_SECRETS)
+async def test_no_fragment_of_a_punctuated_secret_is_stored_or_found(client: Client, text: str, secret: str) -> None:
+    observed = await call(client, "memory_observe", content=text)
+
+    stored = (await call(client, "memory_smart_search", ids=[observed["id"]]))["observations"][0]
+    leftover = stored["content"].replace("[REDACTED:password_assignment]", "")
+    assert [f for f in _fragments(secret) if f in leftover] == []
+    words = [f for f in _fragments(secret) if f.isalnum()]
+    for query in (" ".join(words), *words):
+        hits = (await call(client, "memory_recall", query=query))["hits"]
+        assert [h["id"] for h in hits if any(w in h["snippet"] + h["title"] for w in words)] == []
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        # `,` `;` `&` starting another key=value pair end the value: the other pairs are kept.
+        ("Server=db;Password=P@ss9;Database=app", "Server=db;Password=[REDACTED:password_assignment];Database=app"),
+        ("GET /x?token=abc&scope=read#top", "GET /x?token=[REDACTED:password_assignment]&scope=read#top"),
+        # Closing punctuation goes with the value, except a full stop ending a sentence.
+        ("connect(password=pa55, host=h)", "connect(password=[REDACTED:password_assignment] host=h)"),
+        ("password: `hunter2`", "password: [REDACTED:password_assignment]"),
+        ("the password is: Hunter2!x", "the password is: [REDACTED:password_assignment]"),
+        ("the pin password is 1234.", "the pin password is [REDACTED:password_assignment]."),
+    ],
+)
+def test_unquoted_value_is_redacted_to_its_natural_end(text: str, expected: str) -> None:
+    assert F.clean(text).text == expected
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "the password is stored in vault, ask ops",
+        "the password is 12 characters long",
+        "the password is (see vault)",
+        "the token is expired.",
+        "f(token=self.token, x)",
+    ],
+)
+def test_prose_and_code_around_a_secret_keyword_stay_whole(text: str) -> None:
+    assert F.clean(text) == Redaction(text, {})

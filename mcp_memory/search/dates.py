@@ -60,7 +60,8 @@ _RELATIVE = re.compile(
 
 def day_tokens(day: date) -> list[str]:
     """The tokens of one day: itself, its month, its year."""
-    return [f"@{day.isoformat()}", f"@{day:%Y-%m}", f"@{day:%Y}"]
+    # Formatted by hand: strftime's %Y drops the zero padding before year 1000 on glibc.
+    return [f"@{day.isoformat()}", f"@{day.year:04d}-{day.month:02d}", f"@{day.year:04d}"]
 
 
 def month_tokens(year: int, month: int) -> list[str]:

@@ -15,6 +15,7 @@ from mcp_memory.clock import Clock, epoch, parse_moment, to_iso
 from mcp_memory.config import Settings
 from mcp_memory.db import Database
 from mcp_memory.errors import InvalidInputError
+from mcp_memory.ids import PREFIXES, kind_of
 from mcp_memory.privacy import PrivacyFilter, without_markers
 from mcp_memory.search.index import SearchIndex
 from mcp_memory.services.embedding import Embedder
@@ -34,6 +35,7 @@ GLOBAL_PROJECT = "*"
 _PROJECT = re.compile(r"^[^\x00-\x1f*/\\]{1,128}$")
 _DATE_ONLY = re.compile(r"^\d{4}-\d{2}-\d{2}$")
 _SESSION_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:@-]{0,127}$")
+_RECORD_PREFIXES = " ".join(f"{prefix}_" for kind, prefix in PREFIXES.items() if kind != "session")
 
 
 @dataclass(frozen=True, slots=True)
@@ -95,11 +97,14 @@ class Scrubber:
         return dict(self.counts)
 
     def required(self, field: str, value: str) -> str:
-        """Scrub a required text; refuse it when nothing but private or secret parts was in it."""
-        cleaned = self.text(value)
-        if not any(ch.isalnum() for ch in without_markers(cleaned)):
-            raise InvalidInputError(field, "must contain text other than private or secret parts")
-        return cleaned
+        """Scrub a required text; refuse it when no letter or digit is left outside private or secret parts."""
+        result = self._privacy.clean(value)
+        if not any(ch.isalnum() for ch in without_markers(result.text)):
+            if result.counts:
+                raise InvalidInputError(field, "must contain text other than private or secret parts")
+            raise InvalidInputError(field, "must contain text (letters or digits)")
+        self.counts.update(result.counts)
+        return result.text
 
 
 def check_project(project: str) -> str:
@@ -117,6 +122,15 @@ def check_session_id(session_id: str) -> str:
             "session_id",
             "must be 1-128 characters of letters, digits and . _ : @ -, starting with a letter or digit",
         )
+    # Ids are routed by their prefix, so a session named "mem_chat" could never be found by id again.
+    kind = kind_of(session_id)
+    if kind is not None and kind != "session":
+        raise InvalidInputError(
+            "session_id",
+            f"must not start with {session_id.partition('_')[0]}_, the prefix of {kind.replace('_', ' ')} ids "
+            f"(a name starting with {_RECORD_PREFIXES} could not be told from a record id); "
+            "pick another name, e.g. 'chat-1'",
+        )
     return session_id
 
 
@@ -127,7 +141,13 @@ def moment(field: str, value: str | None) -> str | None:
     try:
         return to_iso(parse_moment(value))
     except ValueError:
-        raise InvalidInputError(field, "must be an ISO-8601 date or date-time, e.g. 2024-05-01T14:30:00Z") from None
+        raise InvalidInputError(
+            field, "must be an ISO-8601 date or date-time in the years 0001-9999, e.g. 2024-05-01T14:30:00Z"
+        ) from None
+    except OverflowError:  # valid text whose offset moves it past year 1 or 9999 in UTC
+        raise InvalidInputError(
+            field, "must fall within the years 0001-9999 once converted to UTC, e.g. 2024-05-01T14:30:00Z"
+        ) from None
 
 
 def time_window(since: str | None, until: str | None) -> tuple[str | None, str | None]:
