@@ -58,7 +58,11 @@ class LessonRecallResult(BaseModel):
 
 
 class DerivedLessons(BaseModel):
-    """Ids of what an outcome created or updated."""
+    """Ids of what an outcome created or updated and that holds.
+
+    A heuristic or anti-pattern the outcome showed no longer holds is soft-deleted and not listed;
+    memory_lessons(status="faded") shows it with the figures that retired it.
+    """
 
     heuristics: list[str] = Field(default_factory=list)
     anti_patterns: list[str] = Field(default_factory=list)
@@ -104,7 +108,7 @@ class MistakeCardView(BaseModel):
     id: str
     type: str
     task: str
-    task_type: str | None
+    task_type: str | None = Field(description="The task type it was first seen in (it may recur in others).")
     wrong_decision: str | None
     correct_decision: str
     why: str | None

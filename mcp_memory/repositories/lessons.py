@@ -92,6 +92,10 @@ class LessonRepository(Repository):
         )
         return None if row is None else _lesson(row)
 
+    async def set_fingerprint(self, lesson_id: str, fingerprint: str) -> None:
+        """Re-key a lesson whose stored fingerprint came from an older normalisation."""
+        await self.conn.execute("UPDATE lessons SET fingerprint = ? WHERE id = ?", (fingerprint, lesson_id))
+
     async def find(
         self,
         scopes: Sequence[str],

@@ -172,11 +172,15 @@ class MistakeCardRepository(Repository):
         )
 
     async def top(self, project: str, task_type: str | None = None, limit: int = 10) -> list[MistakeCard]:
-        """Most seen first, then most recently seen."""
+        """Most seen first, then most recently seen; of one task type: first seen in it, or seen since."""
         where, params = "project = ?", [project]
         if task_type is not None:
-            where += " AND (task_type = ? OR task_type IS NULL)"
-            params.append(task_type)
+            # A card keeps the task type it was first seen in; its links say where else it recurred.
+            where += (
+                " AND (task_type = ? OR task_type IS NULL OR id IN (SELECT l.card_id FROM outcome_mistake_cards l"
+                " JOIN outcomes o ON o.id = l.outcome_id WHERE o.project = ? AND o.task_type = ?))"
+            )
+            params += [task_type, project, task_type]
         rows = await self.conn.fetchall(
             f"SELECT {_CARD_COLUMNS} FROM mistake_cards WHERE {where} "
             "ORDER BY seen_count DESC, last_seen_at DESC, id LIMIT ?",

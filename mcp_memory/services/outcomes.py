@@ -1,19 +1,28 @@
 """Outcomes: what happened when a task was attempted, and what the service learns from it.
 
 Recording an outcome derives, in the same transaction (thresholds are settings):
-- a heuristic once `heuristic_min_outcomes` outcomes of the task type used a similar strategy and
-  more than `heuristic_min_success` of them succeeded (confidence = that success share);
+- a heuristic while at least `heuristic_min_outcomes` outcomes of the task type used a similar
+  strategy and more than `heuristic_min_success` of them succeeded (confidence = that success
+  share); once the evidence stops supporting it, it is soft-deleted, and it comes back only when
+  the evidence holds again;
 - an anti-pattern once `anti_pattern_min_failures` failures share a similar error, with the best
-  successful strategy of the task type as the better alternative when there is one;
-- "works" rules from the successes of outcomes scoring >= `works_rule_score` and "avoid" rules
-  from the mistakes of those scoring < `avoid_rule_score`, at most `max_rules_per_task_type` each;
+  successful strategy of the task type that is not one of the failing ones as the better
+  alternative. A strategy is never both recommended and warned against: while the strategy an
+  anti-pattern names qualifies for a heuristic (its successes outweigh its failures as above), the
+  anti-pattern is soft-deleted;
+- "works" rules from the successes of successful outcomes scoring >= `works_rule_score` (a failure
+  vouches for nothing), and "avoid" rules from the mistakes of outcomes scoring < `avoid_rule_score`
+  (a mistake is worth avoiding even in a task that got there in the end), at most
+  `max_rules_per_task_type` each;
 - mistake cards merged by (type, task, correct decision) with a seen count.
-Similar means Jaccard overlap of analysed words >= `similarity`.
+Similar means Jaccard overlap of analysed words >= `similarity`; a text without any analysable
+word (only stop words) is similar to nothing.
 """
 
 from __future__ import annotations
 
 import hashlib
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -27,7 +36,7 @@ from mcp_memory.repositories.outcomes import MistakeCardRepository, OutcomeRepos
 from mcp_memory.repositories.sessions import SessionRepository
 from mcp_memory.services.common import Deps, Scrubber, Service
 from mcp_memory.services.compress import shorten
-from mcp_memory.services.lessons import LessonService
+from mcp_memory.services.lessons import LessonService, fingerprint
 
 SUCCESS_SCORE = 0.5
 """A score at or above this counts as success when only a score is given."""
@@ -45,6 +54,12 @@ _TASK_TYPE_WORDS: tuple[tuple[str, frozenset[str]], ...] = (
     ("feature", frozenset({"add", "implement", "build", "creat", "support", "new", "featur"})),
 )
 
+# British -ise/-isation and -yse forms, rewritten to -ize/-yze for the keyword families: the English
+# stemmer maps "optimize" and "optimization" to "optim" but "optimise" to "optimis".
+_BRITISH_IS = re.compile(r"(?<=\w\w\w)is(?=(?:e|es|ed|ing|er|ers|ation|ations)\b)", re.IGNORECASE)
+_BRITISH_YS = re.compile(r"(?<=\w\w)ys(?=(?:e|es|ed|ing|er|ers)\b)", re.IGNORECASE)
+_FROM_ERROR = "the approach that led to: "
+
 
 @dataclass(frozen=True, slots=True)
 class MistakeCardInput:
@@ -57,10 +72,21 @@ class MistakeCardInput:
     why: str | None = None
 
 
+@dataclass(frozen=True, slots=True)
+class _Tally:
+    """How the outcomes with a similar strategy went."""
+
+    outcomes: int
+    successes: int
+
+    @property
+    def share(self) -> float:
+        return self.successes / self.outcomes if self.outcomes else 0.0
+
+
 def jaccard(a: frozenset[str], b: frozenset[str]) -> float:
-    """Overlap of two word sets (1.0 for two empty sets)."""
-    union = len(a | b)
-    return len(a & b) / union if union else 1.0
+    """Overlap of two word sets; 0.0 when either is empty (no words: nothing to compare)."""
+    return len(a & b) / len(a | b) if a and b else 0.0
 
 
 class OutcomeService(Service):
@@ -73,6 +99,10 @@ class OutcomeService(Service):
     def words(self, text: str | None) -> frozenset[str]:
         """The analysed word set similarity is measured on."""
         return frozenset(self.deps.index.analyzer.terms(text or ""))
+
+    def similar(self, a: str | None, b: str | None) -> bool:
+        """Whether two strategies or errors are similar enough to count as the same."""
+        return jaccard(self.words(a), self.words(b)) >= self.settings.similarity
 
     async def record(
         self,
@@ -100,7 +130,7 @@ class OutcomeService(Service):
         task = scrub.required("task", task)
         now = self.now_iso()
         agent = agent_id or self.settings.agent_id
-        cards = [_clean_card(card, scrub) for card in mistake_cards]
+        cards = [_clean_card(card, scrub, f"mistake_cards.{i}") for i, card in enumerate(mistake_cards)]
         async with self.db.transaction("memory_outcome_record", actor=agent, project=project) as tx:
             if session_id is not None:
                 session_id = (await SessionRepository(tx).get(session_id, project)).id
@@ -116,20 +146,23 @@ class OutcomeService(Service):
                 task_type_inferred=inferred,
                 success=success if success is not None else (score or 0.0) >= SUCCESS_SCORE,
                 score=score if score is not None else (1.0 if success else 0.0),
-                steps=scrub.many(steps) or [],
+                steps=_items(scrub, "steps", steps),
                 strategy=scrub.optional(strategy),
                 duration_s=duration_s,
                 error=scrub.optional(error),
                 feedback=scrub.optional(feedback),
-                mistakes=scrub.many(mistakes) or [],
-                successes=scrub.many(successes) or [],
+                mistakes=_items(scrub, "mistakes", mistakes),
+                successes=_items(scrub, "successes", successes),
                 created_at=now,
             )
             await OutcomeRepository(tx).add(outcome)
             tx.changed("outcome", outcome.id, "create")
+            peers = await OutcomeRepository(tx).recent(outcome.project, outcome.task_type)
+            heuristics = await self._heuristic(tx, outcome, peers)
+            await self._retire_contradicted(tx, outcome, peers)
             derived = DerivedLessons(
-                heuristics=await self._heuristic(tx, outcome),
-                anti_patterns=await self._anti_pattern(tx, outcome),
+                heuristics=heuristics,
+                anti_patterns=await self._anti_pattern(tx, outcome, peers),
                 rules=await self._rules(tx, outcome),
                 mistake_cards=await self._mistake_cards(tx, outcome, cards),
             )
@@ -144,7 +177,11 @@ class OutcomeService(Service):
         )
 
     async def _infer_task_type(self, tx: Tx, project: str, task: str) -> str:
-        """The type of the most similar past task, else the first keyword family that matches."""
+        """The type of the most similar past task, else the first keyword family that matches.
+
+        Keywords match in either spelling ("optimise" as "optimize"); the -ize form is only added, so
+        words such as "precise" keep their own stem too.
+        """
         words = self.words(task)
         best, best_type = 0.0, None
         for past in await OutcomeRepository(tx).recent(project, limit=200):
@@ -154,62 +191,87 @@ class OutcomeService(Service):
                     best, best_type = overlap, past.task_type
         if best_type is not None and best >= 0.6:
             return best_type
+        spelled = words | self.words(_BRITISH_YS.sub("yz", _BRITISH_IS.sub("iz", task)))
         for name, stems in _TASK_TYPE_WORDS:
-            if words & stems:
+            if spelled & stems:
                 return name
         return "general"
 
-    async def _heuristic(self, tx: Tx, outcome: Outcome) -> list[str]:
-        if not outcome.strategy:
-            return []
+    # -- heuristics and anti-patterns -------------------------------------------------------------
+
+    def _tally(self, peers: Sequence[Outcome], strategy: str) -> _Tally:
+        """How the outcomes of the task type with a strategy similar to this one went."""
+        similar = [o for o in peers if o.strategy and self.similar(strategy, o.strategy)]
+        return _Tally(len(similar), sum(1 for o in similar if o.success))
+
+    def _holds(self, tally: _Tally) -> bool:
+        """Whether a strategy's record makes it a heuristic."""
         s = self.settings
-        strategy = self.words(outcome.strategy)
-        peers = await OutcomeRepository(tx).recent(outcome.project, outcome.task_type)
-        similar = [o for o in peers if o.strategy and jaccard(strategy, self.words(o.strategy)) >= s.similarity]
-        share = sum(1 for o in similar if o.success) / len(similar)
-        existing = await self._similar_lesson(tx, outcome, "heuristic", "strategy", strategy)
-        source = {"strategy": outcome.strategy, "outcomes": len(similar), "successes": round(share * len(similar))}
-        if existing is not None:
-            await self._update_derived(tx, existing, confidence=share, source=source)
-            return [existing.id]
-        if len(similar) < s.heuristic_min_outcomes or share <= s.heuristic_min_success:
+        return tally.outcomes >= s.heuristic_min_outcomes and tally.share > s.heuristic_min_success
+
+    async def _heuristic(self, tx: Tx, outcome: Outcome, peers: Sequence[Outcome]) -> list[str]:
+        """Draw, refresh, restore or retire the heuristic of this outcome's strategy."""
+        if not outcome.strategy or not self.words(outcome.strategy):
             return []
+        tally = self._tally(peers, outcome.strategy)
+        existing = await self._similar_lesson(tx, outcome, "heuristic", "strategy", outcome.strategy)
+        source = {"strategy": outcome.strategy, "outcomes": tally.outcomes, "successes": tally.successes}
+        context = f"Worked in {tally.successes} of {tally.outcomes} attempts with a similar strategy."
+        if not self._holds(tally):
+            if existing is not None:
+                await self._retire(tx, existing, confidence=tally.share, source=source, context=context)
+            return []
+        if existing is not None:
+            await self._update_derived(tx, existing, confidence=tally.share, source=source, context=context)
+            return [existing.id]
         lesson, *_ = await self.lessons.learn(
             tx,
             outcome.project,
             f"For {outcome.task_type} tasks: {outcome.strategy}",
             kind="heuristic",
             task_type=outcome.task_type,
-            confidence=share,
-            context=f"Worked in {source['successes']} of {len(similar)} attempts with a similar strategy.",
+            confidence=tally.share,
+            context=context,
             source=source,
         )
         return [lesson.id]
 
-    async def _anti_pattern(self, tx: Tx, outcome: Outcome) -> list[str]:
-        s = self.settings
-        peers = await OutcomeRepository(tx).recent(outcome.project, outcome.task_type)
-        better = max(
-            (o for o in peers if o.success and o.strategy), key=lambda o: (o.score or 0.0, o.created_at), default=None
-        )
+    async def _retire_contradicted(self, tx: Tx, outcome: Outcome, peers: Sequence[Outcome]) -> None:
+        """Soft-delete the anti-patterns whose strategy this outcome has just shown to mostly work."""
+        if not outcome.strategy:
+            return
+        for lesson in await self._anti_patterns(tx, outcome):
+            named = _named_strategy(lesson)
+            if named and self.similar(named, outcome.strategy) and self._holds(self._tally(peers, named)):
+                await self._retire(tx, lesson)
+
+    async def _anti_pattern(self, tx: Tx, outcome: Outcome, peers: Sequence[Outcome]) -> list[str]:
+        """Draw, strengthen, restore or retire the anti-pattern of this failure's error."""
         if outcome.success or not outcome.error:
-            # A success may give existing anti-patterns of its type the better alternative they lacked.
-            return await self._offer_alternative(tx, outcome, better)
-        error = self.words(outcome.error)
-        failures = [
-            o for o in peers if not o.success and o.error and jaccard(error, self.words(o.error)) >= s.similarity
-        ]
-        existing = await self._similar_lesson(tx, outcome, "anti_pattern", "error", error)
-        alternative = better.strategy if better else None
+            # A success may give existing anti-patterns of its type a better alternative.
+            return await self._offer_alternative(tx, outcome, peers)
+        if not self.words(outcome.error):
+            return []
+        failures = [o for o in peers if not o.success and o.error and self.similar(outcome.error, o.error)]
+        existing = await self._similar_lesson(tx, outcome, "anti_pattern", "error", outcome.error)
+        named = _named_strategy(existing) if existing is not None else outcome.strategy
+        alternative = self._better(peers, failures, named)
         source = {"error": outcome.error, "failures": len(failures), "alternative": alternative}
         context = _why_bad(len(failures), outcome.error, alternative)
         confidence = min(0.95, 0.5 + 0.1 * (len(failures) - 1))
+        # A strategy whose record qualifies it as a heuristic is not one to avoid (see the module doc).
+        holds = len(failures) >= self.settings.anti_pattern_min_failures and not (
+            named and self._holds(self._tally(peers, named))
+        )
         if existing is not None:
-            await self._update_derived(tx, existing, confidence=confidence, source=source, context=context)
-            return [existing.id]
-        if len(failures) < s.anti_pattern_min_failures:
+            if holds:
+                await self._update_derived(tx, existing, confidence=confidence, source=source, context=context)
+                return [existing.id]
+            await self._retire(tx, existing, confidence=confidence, source=source, context=context)
             return []
-        pattern = outcome.strategy or "the approach that led to: " + shorten(outcome.error, 160)
+        if not holds:
+            return []
+        pattern = outcome.strategy or _FROM_ERROR + shorten(outcome.error, 160)
         lesson, *_ = await self.lessons.learn(
             tx,
             outcome.project,
@@ -222,18 +284,29 @@ class OutcomeService(Service):
         )
         return [lesson.id]
 
-    async def _offer_alternative(self, tx: Tx, outcome: Outcome, better: Outcome | None) -> list[str]:
-        if not outcome.success or better is None or better.id != outcome.id:
+    def _better(self, peers: Sequence[Outcome], failures: Sequence[Outcome], named: str | None) -> str | None:
+        """The best successful strategy of the task type unlike every strategy that failed this way."""
+        failed = [o.strategy for o in failures if o.strategy] + ([named] if named else [])
+        candidates = [
+            o
+            for o in peers
+            if o.success and self.words(o.strategy) and not any(self.similar(o.strategy, f) for f in failed)
+        ]
+        best = max(candidates, key=lambda o: (o.score or 0.0, o.created_at), default=None)
+        return best.strategy if best is not None else None
+
+    async def _offer_alternative(self, tx: Tx, outcome: Outcome, peers: Sequence[Outcome]) -> list[str]:
+        """Point the active anti-patterns of the task type at the best alternative now on record."""
+        if not outcome.success or not outcome.strategy:
             return []
         updated = []
-        for lesson in await LessonRepository(tx).find(
-            [outcome.project], kinds=["anti_pattern"], task_type=outcome.task_type
-        ):
-            if lesson.source.get("alternative") != outcome.strategy:
-                source = lesson.source | {"alternative": outcome.strategy}
-                context = _why_bad(
-                    int(lesson.source.get("failures", 0)), str(lesson.source.get("error", "")), outcome.strategy
-                )
+        for lesson in await self._anti_patterns(tx, outcome):
+            error = str(lesson.source.get("error", ""))
+            failures = [o for o in peers if not o.success and o.error and self.similar(error, o.error)]
+            alternative = self._better(peers, failures, _named_strategy(lesson))
+            if alternative != lesson.source.get("alternative"):
+                source = lesson.source | {"alternative": alternative}
+                context = _why_bad(int(lesson.source.get("failures", 0)), error, alternative)
                 await self.lessons.store(
                     tx,
                     lesson.model_copy(update={"source": source, "context": context, "updated_at": self.now_iso()}),
@@ -242,17 +315,28 @@ class OutcomeService(Service):
                 updated.append(lesson.id)
         return updated
 
+    async def _anti_patterns(self, tx: Tx, outcome: Outcome) -> list[Lesson]:
+        """The active anti-patterns of the outcome's task type."""
+        return await LessonRepository(tx).find([outcome.project], kinds=["anti_pattern"], task_type=outcome.task_type)
+
+    # -- rules and mistake cards ------------------------------------------------------------------
+
     async def _rules(self, tx: Tx, outcome: Outcome) -> list[str]:
         s = self.settings
         score = outcome.score or 0.0
-        if score >= s.works_rule_score:
+        if outcome.success and score >= s.works_rule_score:
             kind, items = "rule_works", outcome.successes
         elif score < s.avoid_rule_score:
             kind, items = "rule_avoid", outcome.mistakes
         else:
             return []
-        ids = []
+        ids: list[str] = []
+        seen: set[str] = set()
         for item in items:
+            key = fingerprint(item, kind, outcome.task_type)
+            if key in seen:  # the same rule twice in one outcome is one piece of evidence
+                continue
+            seen.add(key)
             lesson, *_ = await self.lessons.learn(
                 tx, outcome.project, item, kind=kind, task_type=outcome.task_type, source={"outcome": outcome.id}
             )
@@ -273,10 +357,15 @@ class OutcomeService(Service):
     async def _mistake_cards(self, tx: Tx, outcome: Outcome, cards: Sequence[MistakeCardInput]) -> list[str]:
         repo = MistakeCardRepository(tx)
         now = self.now_iso()
-        ids = []
+        # The same card twice in one outcome is one sighting; later details win, as across outcomes.
+        merged: dict[str, MistakeCardInput] = {}
         for card in cards:
+            key = _merge_key(card.type, card.task or outcome.task, card.correct_decision)
+            prior = merged.get(key)
+            merged[key] = card if prior is None else _later(prior, card)
+        ids = []
+        for key, card in merged.items():
             task = card.task or outcome.task
-            key = _merge_key(card.type, task, card.correct_decision)
             existing = await repo.by_key(outcome.project, key)
             if existing is not None:
                 await repo.seen_again(existing.id, now, card.wrong_decision, card.why)
@@ -310,10 +399,12 @@ class OutcomeService(Service):
             tx.changed("mistake_card", card_id, "delete")
         return [i for i in ids if i not in dropped]
 
-    async def _similar_lesson(
-        self, tx: Tx, outcome: Outcome, kind: str, key: str, words: frozenset[str]
-    ) -> Lesson | None:
-        """The derived lesson of this kind and task type whose source text is most similar, if similar enough."""
+    async def _similar_lesson(self, tx: Tx, outcome: Outcome, kind: str, key: str, text: str) -> Lesson | None:
+        """The derived lesson of this kind and task type whose source text is most similar, if similar enough.
+
+        Soft-deleted ones count too: evidence that holds again restores a lesson rather than repeating it.
+        """
+        words = self.words(text)
         best, best_overlap = None, self.settings.similarity
         for lesson in await LessonRepository(tx).find(
             [outcome.project], kinds=[kind], task_type=outcome.task_type, include_deleted=True
@@ -345,10 +436,43 @@ class OutcomeService(Service):
             "reinforce",
         )
 
+    async def _retire(
+        self,
+        tx: Tx,
+        lesson: Lesson,
+        *,
+        confidence: float | None = None,
+        source: dict[str, object] | None = None,
+        context: str | None = None,
+    ) -> None:
+        """Soft-delete a derived lesson the evidence no longer supports, keeping the figures that say why.
+
+        One already soft-deleted stays so, with its figures brought up to date.
+        """
+        now = self.now_iso()
+        update: dict[str, object] = {"deleted_at": lesson.deleted_at or now, "updated_at": now}
+        if confidence is not None:
+            # Stored as of now (a persisted value, like a decay) so a listing of faded lessons shows it.
+            update |= {"confidence": confidence, "decayed_at": now}
+        if source is not None:
+            update["source"] = lesson.source | source
+        if context is not None:
+            update["context"] = context
+        await self.lessons.store(tx, lesson.model_copy(update=update), "update" if lesson.deleted_at else "soft_delete")
+
 
 def _why_bad(failures: int, error: str, alternative: str | None) -> str:
     why = f"Failed {failures} times with errors like: {shorten(error, 200)}"
     return f"{why}. Better: {alternative}" if alternative else f"{why}. No successful alternative recorded yet."
+
+
+def _named_strategy(lesson: Lesson) -> str | None:
+    """The strategy an outcome-derived anti-pattern says to avoid (None when it names an error instead)."""
+    prefix = f"Avoid in {lesson.task_type} tasks: "
+    if not lesson.content.startswith(prefix):
+        return None
+    pattern = lesson.content.removeprefix(prefix)
+    return None if pattern.startswith(_FROM_ERROR) else pattern
 
 
 def _merge_key(kind: str, task: str, correct: str) -> str:
@@ -356,11 +480,28 @@ def _merge_key(kind: str, task: str, correct: str) -> str:
     return hashlib.sha256(normal.encode()).hexdigest()
 
 
-def _clean_card(card: MistakeCardInput, scrub: Scrubber) -> MistakeCardInput:
+def _items(scrub: Scrubber, field: str, values: Sequence[str]) -> list[str]:
+    """Scrubbed list items, each refused (named by its position) when nothing but blanks or private parts."""
+    return [scrub.required(f"{field}.{i}", value).strip() for i, value in enumerate(values)]
+
+
+def _clean_card(card: MistakeCardInput, scrub: Scrubber, field: str) -> MistakeCardInput:
+    task = scrub.optional(card.task)
     return MistakeCardInput(
         type=card.type,
-        correct_decision=scrub.text(card.correct_decision),
-        task=scrub.optional(card.task),
+        correct_decision=scrub.required(f"{field}.correct_decision", card.correct_decision).strip(),
+        task=task.strip() if task and task.strip() else None,  # a blank task means the outcome's
         wrong_decision=scrub.optional(card.wrong_decision),
         why=scrub.optional(card.why),
+    )
+
+
+def _later(prior: MistakeCardInput, card: MistakeCardInput) -> MistakeCardInput:
+    """One card from two sightings in the same outcome: details given later replace earlier ones."""
+    return MistakeCardInput(
+        type=prior.type,
+        correct_decision=prior.correct_decision,
+        task=prior.task,
+        wrong_decision=card.wrong_decision or prior.wrong_decision,
+        why=card.why or prior.why,
     )

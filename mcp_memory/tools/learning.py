@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Annotated, Literal
 
 from mcp.server.mcpserver.tools import Tool
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 
 from mcp_memory.models.learning import (
     InsightsResult,
@@ -31,6 +31,8 @@ Scope = Annotated[Literal["project", "global"], Field(description="project: this
 
 class MistakeCardArg(BaseModel):
     """A mistake worth remembering: what was decided, what should have been, and why."""
+
+    model_config = ConfigDict(extra="forbid")  # a misspelt key is refused, as unknown arguments are
 
     type: Annotated[str, Field(pattern=r"^[a-z][a-z0-9_]{0,39}$", description="Kind of mistake, lower_snake_case.")]
     correct_decision: Annotated[str, Field(min_length=1, max_length=1_000, description="What to do instead.")]
@@ -111,7 +113,9 @@ async def memory_outcome_record(
     error: Annotated[str | None, Field(max_length=4_000, description="The error, if it failed.")] = None,
     feedback: Annotated[str | None, Field(max_length=4_000, description="What the user or a reviewer said.")] = None,
     mistakes: Annotated[Items, Field(description="What went wrong (become avoid rules when score < 0.5).")] = None,
-    successes: Annotated[Items, Field(description="What went right (become works rules when score >= 0.85).")] = None,
+    successes: Annotated[
+        Items, Field(description="What went right (become works rules when it succeeded with score >= 0.85).")
+    ] = None,
     mistake_cards: Annotated[
         list[MistakeCardArg] | None, Field(max_length=20, description="Structured mistakes, merged with earlier ones.")
     ] = None,
