@@ -159,6 +159,18 @@ class ObservationRepository(Repository):
         rows = await self.conn.fetchall("SELECT id FROM observations WHERE session_id = ?", (session_id,))
         return [r[0] for r in rows]
 
+    async def close_gaps(self, session_id: str, removed: Sequence[int]) -> list[str]:
+        """Number a session's observations as if those at the `removed` positions had never been
+        recorded (the next observation takes the session's count + 1); returns the ids renumbered."""
+        if not removed:
+            return []
+        rows = await self.conn.fetchall(
+            "UPDATE observations SET seq = seq - (SELECT count(*) FROM json_each(?) WHERE value < observations.seq) "
+            "WHERE session_id = ? AND seq > ? RETURNING id",
+            (dump_json(sorted(removed)), session_id, min(removed)),
+        )
+        return sorted(r[0] for r in rows)
+
     async def delete(self, ids: Sequence[str]) -> None:
         if ids:
             await self.conn.execute(f"DELETE FROM observations WHERE id IN ({placeholders(len(ids))})", tuple(ids))

@@ -24,10 +24,11 @@ class SessionRepository(Repository):
         )
         return None if row is None else Session(**row_dict(row))
 
-    async def get(self, session_id: str, project: str) -> Session:
+    async def get(self, session_id: str, project: str, field: str = "session_id") -> Session:
+        """A session of the project, or an error naming the argument (`field`) that named it."""
         found = await self.get_or_none(session_id, project)
         if found is None:
-            raise NotFoundError("session", session_id, "call memory_sessions to list sessions")
+            raise NotFoundError("session", session_id, "call memory_sessions to list sessions", field=field)
         return found
 
     async def exists_anywhere(self, session_id: str) -> bool:
@@ -68,6 +69,15 @@ class SessionRepository(Repository):
         )
         return None if row is None else Session(**row_dict(row))
 
+    async def latest_active(self, project: str, agent_id: str | None, active_since: str) -> Session | None:
+        """The agent's open session (server-started or caller-named) most recently active since `active_since`."""
+        row = await self.conn.fetchone(
+            f"SELECT {_COLUMNS} FROM sessions WHERE project = ? AND agent_id IS ? AND ended_at IS NULL "
+            "AND last_activity_at >= ? ORDER BY last_activity_at DESC, id DESC LIMIT 1",
+            (project, agent_id, active_since),
+        )
+        return None if row is None else Session(**row_dict(row))
+
     async def record_observation(self, session_id: str, at: str, title: str | None) -> None:
         """Count one more observation and move the activity time; set the title if it has none."""
         await self.conn.execute(
@@ -81,6 +91,15 @@ class SessionRepository(Repository):
             "UPDATE sessions SET ended_at = ?, updated_at = ? WHERE id = ? AND ended_at IS NULL",
             (at, at, session_id),
         )
+
+    async def end_idle(self, project: str, idle_before: str, at: str) -> list[str]:
+        """End every open session last active before `idle_before`, as of its last activity; returns their ids."""
+        rows = await self.conn.fetchall(
+            "UPDATE sessions SET ended_at = last_activity_at, updated_at = ? "
+            "WHERE project = ? AND ended_at IS NULL AND last_activity_at < ? RETURNING id",
+            (at, project, idle_before),
+        )
+        return sorted(r[0] for r in rows)
 
     async def reopen(self, session_id: str, at: str) -> None:
         await self.conn.execute("UPDATE sessions SET ended_at = NULL, updated_at = ? WHERE id = ?", (at, session_id))
@@ -131,6 +150,19 @@ class SessionRepository(Repository):
             "UPDATE sessions SET summary = ?, summary_source = ?, summarized_at = ?, updated_at = ?, "
             "title = coalesce(title, ?) WHERE id = ?",
             (summary, source, at, at, title, session_id),
+        )
+
+    async def remove_observations(
+        self, session_id: str, count: int, title: str | None, drop_summary: bool, at: str
+    ) -> None:
+        """Take `count` forgotten observations off the session's count, give it `title`, and drop its
+        summary when that was written from them (it then needs one again)."""
+        await self.conn.execute(
+            "UPDATE sessions SET observation_count = max(observation_count - ?, folded_count), title = ?, "
+            "summary = CASE WHEN ? THEN NULL ELSE summary END, "
+            "summary_source = CASE WHEN ? THEN NULL ELSE summary_source END, "
+            "summarized_at = CASE WHEN ? THEN NULL ELSE summarized_at END, updated_at = ? WHERE id = ?",
+            (count, title, drop_summary, drop_summary, drop_summary, at, session_id),
         )
 
     async def over_cap(self, project: str, cap: int) -> list[str]:

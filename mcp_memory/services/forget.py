@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from mcp_memory.db import Conn
+from mcp_memory.db import Conn, Tx
 from mcp_memory.errors import InvalidInputError, NotFoundError
 from mcp_memory.ids import kind_of
+from mcp_memory.models.records import Observation
 from mcp_memory.models.results import ForgetResult
 from mcp_memory.repositories.lessons import LessonRepository
 from mcp_memory.repositories.memories import MemoryRepository
@@ -15,6 +17,8 @@ from mcp_memory.repositories.observations import ObservationRepository
 from mcp_memory.repositories.relations import RecordNames, RelationRepository
 from mcp_memory.repositories.sessions import SessionRepository
 from mcp_memory.services.common import GLOBAL_PROJECT, Service, time_window
+from mcp_memory.services.compress import shorten
+from mcp_memory.services.episodic import observation_doc, session_doc
 from mcp_memory.services.indexing import FORGET_ACTION
 from mcp_memory.services.memories import memory_doc
 
@@ -81,9 +85,16 @@ class ForgetService(Service):
             orphans = [
                 m.id for m in await memories.latest_in_sessions(plan.sessions, project) if m.id not in plan.memories
             ]
+            # Sessions that stay lose some observations: their count, title and summary must forget them too.
+            thinned = [
+                o
+                for o in await observations.get_many(sorted(set(plan.observations)), project)
+                if o.session_id not in plan.sessions
+            ]
             for session in plan.sessions:
                 await sessions.delete(session)  # cascades to the session's observations
             await observations.delete(plan.observations)
+            await self._thin_sessions(tx, project, thinned)
             for root in plan.memory_roots:
                 await memories.delete_chain(root, project)
             await LessonRepository(tx).delete(plan.lessons)
@@ -101,6 +112,40 @@ class ForgetService(Service):
             if doomed:  # the index cache on disk still holds their terms
                 tx.on_commit(self.deps.indexer.drop_cache)
         return self._result(plan, dry_run=False)
+
+    async def _thin_sessions(self, tx: Tx, project: str, forgotten: Sequence[Observation]) -> None:
+        """Make the sessions of `forgotten` (deleted) observations as if those had never been recorded:
+        counted and numbered without them, titled after what remains, and no summary that may quote them."""
+        by_session: dict[str, list[Observation]] = defaultdict(list)
+        for obs in forgotten:
+            by_session[obs.session_id].append(obs)
+        sessions, observations = SessionRepository(tx), ObservationRepository(tx)
+        now = self.now_iso()
+        renumbered: list[str] = []
+        for session_id, gone in by_session.items():
+            session = await sessions.get(session_id, project)
+            title = session.title
+            # A title is an observation's title (whole, or cut to 80 characters by crystallize).
+            if title in {t for o in gone for t in (o.title, shorten(o.title, 80))}:
+                remaining = await observations.in_session(session_id)
+                title = remaining[0].title if remaining else None
+            # A summary written once a forgotten observation was recorded may quote it; the session
+            # then needs a summary again, and crystallize / consolidate write it from what remains.
+            quoted = session.summary is not None and any(o.created_at <= (session.summarized_at or "") for o in gone)
+            renumbered += await observations.close_gaps(session_id, [o.seq for o in gone])
+            await sessions.remove_observations(session_id, len(gone), title, quoted, now)
+            tx.changed("session", session_id, "update")
+            spec = session_doc(await sessions.get(session_id, project))
+            if spec is None:
+                await self.deps.indexer.drop(tx, [session_id])
+            else:
+                await self.deps.indexer.put(tx, spec)
+        # Index entries carry each observation's position in its session (neighbours are found by it).
+        await self.deps.indexer.put_many(
+            tx, [observation_doc(o) for o in await observations.get_many(renumbered, project)]
+        )
+        for obs_id in renumbered:
+            tx.changed("observation", obs_id, "update")
 
     async def _plan(
         self,
@@ -127,7 +172,7 @@ class ForgetService(Service):
             elif record_kind == "memory":
                 plan.memory_roots.append((await memories.get(record_id, project)).root_id)
             elif record_kind == "session":
-                plan.sessions.append((await sessions.get(record_id, project)).id)
+                plan.sessions.append((await sessions.get(record_id, project, field="ids")).id)
             elif record_id not in named:
                 raise NotFoundError(record_kind, record_id, "use memory_smart_search or the kind's list tool")
             elif record_kind == "lesson":

@@ -1,15 +1,17 @@
 """Crystallize: fold a session into a summary, extractively, or in the client's model's words.
 
-The extractive summary lists the session's decisions, each error with the fix that followed it,
-the files touched, the main concepts, how its outcomes went, and its most important other
-observations. When the connected client lends its model (MCP sampling), the tool layer asks it
-to rewrite that draft; whatever it returns is scrubbed and stored instead, else the draft is.
+The extractive summary lists the session's decisions, each error with the later fix that is about
+the same thing (fixes that answer no listed error stand on their own), the files touched, the main
+concepts, how its outcomes went, and its most important other observations. When the connected
+client lends its model (MCP sampling), the tool layer asks it to rewrite that draft; whatever it
+returns is scrubbed and stored instead, else the draft is.
 """
 
 from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Sequence
+from itertools import pairwise
 
 from mcp_memory.db import Tx
 from mcp_memory.errors import InvalidInputError
@@ -19,7 +21,7 @@ from mcp_memory.models.records import Observation, Outcome, Session
 from mcp_memory.repositories.observations import ObservationRepository
 from mcp_memory.repositories.outcomes import OutcomeRepository
 from mcp_memory.repositories.sessions import SessionRepository
-from mcp_memory.services.common import Service
+from mcp_memory.services.common import Service, idle_cutoff
 from mcp_memory.services.compress import shorten
 from mcp_memory.services.episodic import session_doc
 
@@ -51,9 +53,26 @@ class SummaryService(Service):
             if session_id is not None:
                 targets = [await repo.get(session_id, project)]
             else:
-                targets = await repo.needing_summary(project)
+                targets = await self.needing_summary(tx, project)
             views = [await self.summarise(tx, s, force=force, model_summary=model_summary) for s in targets]
         return CrystallizeResult(project=project, sessions=views)
+
+    async def needing_summary(self, tx: Tx, project: str) -> list[Session]:
+        """Ended sessions lacking a current summary, after ending those idle for `session_idle_minutes`
+        (a session with no observation for that long has ended; its caller reopens it by name)."""
+        repo = SessionRepository(tx)
+        cutoff = idle_cutoff(self.now(), self.settings.session_idle_minutes)
+        for ended in await repo.end_idle(project, cutoff, self.now_iso()):
+            tx.changed("session", ended, "end")
+        return await repo.needing_summary(project)
+
+    async def current_session(self, project: str, agent_id: str | None) -> str | None:
+        """The id (as callers see it) of the agent's session in progress: its most recently active
+        session not yet idle (a caller-named one too), or None when none is."""
+        cutoff = idle_cutoff(self.now(), self.settings.session_idle_minutes)
+        async with self.db.read() as conn:
+            current = await SessionRepository(conn).latest_active(project, agent_id, cutoff)
+        return None if current is None else public_id(current.id)
 
     async def summarise(
         self, tx: Tx, session: Session, *, force: bool = False, model_summary: str | None = None
@@ -96,8 +115,7 @@ class SummaryService(Service):
         lines = [f"- [{o.type}] {shorten(o.title, 160)}" for o in observations[-80:]]
         return SAMPLING_PROMPT.format(draft=self.draft(session, observations, outcomes), observations="\n".join(lines))
 
-    @staticmethod
-    def draft(session: Session, observations: Sequence[Observation], outcomes: Sequence[Outcome]) -> str:
+    def draft(self, session: Session, observations: Sequence[Observation], outcomes: Sequence[Outcome]) -> str:
         """The extractive summary of a session."""
         title = session.title or _title_for(observations) or public_id(session.id)
         first = (observations[0].occurred_at or observations[0].created_at) if observations else session.started_at
@@ -110,13 +128,17 @@ class SummaryService(Service):
         if decisions:
             lines.append("Decisions:")
             lines += [f"- {shorten(o.title, 200)}" for o in decisions[:8]]
-        errors = [o for o in observations if o.type == "error"]
-        if errors:
+        errors = [o for o in observations if o.type == "error"][:6]
+        fixed = self.fixes_of(errors, observations)
+        claimed = {fix.id for fix in fixed.values()}
+        alone = [o for o in observations if o.type == "fix" and o.id not in claimed][:4]
+        if errors or alone:
             lines.append("Errors and fixes:")
-            for error in errors[:6]:
-                fix = next((o for o in observations if o.type == "fix" and o.seq > error.seq), None)
+            for error in errors:
+                fix = fixed.get(error.id)
                 resolution = f" -> fixed: {shorten(fix.title, 120)}" if fix else " -> unresolved"
                 lines.append(f"- {shorten(error.title, 140)}{resolution}")
+            lines += [f"- fixed: {shorten(fix.title, 140)}" for fix in alone]
         files = Counter(f for o in observations for f in o.files)
         if files:
             lines.append("Files: " + ", ".join(f for f, _ in files.most_common(10)))
@@ -135,6 +157,32 @@ class SummaryService(Service):
         if session.folded_count:
             lines.append(f"({session.folded_count} older low-value observations were folded away.)")
         return shorten_lines("\n".join(lines), SUMMARY_CHARS)
+
+    def fixes_of(self, errors: Sequence[Observation], observations: Sequence[Observation]) -> dict[str, Observation]:
+        """The fix of each error (by error id) among a session's `observations` (in order): the first
+        later fix sharing a file, concept or word with it, else a fix recorded right after it."""
+        analyzer = self.deps.index.analyzer
+        generic = set(analyzer.terms(_GENERIC_WORDS))
+
+        def terms(obs: Observation) -> set[str]:
+            found = analyzer.terms("\n".join([obs.title, *obs.concepts, *obs.files]))
+            return {t for t in found if t not in generic and not t.isdigit()}
+
+        fixes = [(o, terms(o)) for o in observations if o.type == "fix"]
+        following = {a.id: b for a, b in pairwise(observations)}
+        paired: dict[str, Observation] = {}
+        for error in errors:
+            words = terms(error)
+            fix = next((f for f, its in fixes if f.seq > error.seq and words & its), None)
+            if fix is None and (after := following.get(error.id)) is not None and after.type == "fix":
+                fix = after
+            if fix is not None:
+                paired[error.id] = fix
+        return paired
+
+
+_GENERIC_WORDS = "error errors fix fixed fixes fixing fail failed failing failure bug issue problem exception resolved"
+"""Words every error or fix may say: sharing only these does not make a fix the fix of an error."""
 
 
 def _is_current(session: Session) -> bool:

@@ -1,19 +1,25 @@
-"""MCP prompts (session start) and resources (each slot, the compiled context)."""
+"""MCP prompts (session start and end) and resources (each slot, the compiled context)."""
 
 from __future__ import annotations
 
-from typing import Annotated
+import json
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Annotated, Any
 
+from mcp.server.context import CallNext, HandlerResult, ServerMiddleware, ServerRequestContext
 from mcp.server.mcpserver import MCPServer, UserMessage
 from mcp.server.mcpserver.exceptions import ResourceError, ResourceNotFoundError, ToolError
+from mcp.server.mcpserver.utilities.func_metadata import FuncMetadata, func_metadata
 from mcp.shared.exceptions import MCPError
 from mcp_types import INVALID_PARAMS
 from pydantic import Field
 
 from mcp_memory.context import AppContext
 from mcp_memory.errors import MCPMemoryError, NotFoundError
-from mcp_memory.tools._common import Ctx, app_of
-from mcp_memory.tools.caller import project_of
+from mcp_memory.services.common import check_session_id
+from mcp_memory.tools._common import Ctx, Project, _argument_problem, app_of
+from mcp_memory.tools.caller import agent_of, project_of
+from mcp_memory.tools.learning import TaskType
 
 SESSION_START = """\
 Here is what you remember about this project. Use it; do not repeat work it says is done.
@@ -30,9 +36,9 @@ Items listed as left out can be fetched by id with memory_smart_search(ids=[...]
 
 async def session_start(
     ctx: Ctx,
-    query: Annotated[str | None, Field(description="What this session is about.")] = None,
-    task_type: Annotated[str | None, Field(description="Kind of task, e.g. bugfix.")] = None,
-    project: Annotated[str | None, Field(description="Project; default the server's.")] = None,
+    query: Annotated[str | None, Field(max_length=2_000, description="What this session is about.")] = None,
+    task_type: TaskType = None,
+    project: Project = None,
 ) -> list[UserMessage]:
     """Start a session with the compiled memory context of the project."""
     try:
@@ -63,12 +69,24 @@ Keep each call short and factual; do not invent outcomes you did not observe."""
 
 
 async def session_end(
-    session_id: Annotated[str | None, Field(description="The session to close (default: the current one).")] = None,
-    task: Annotated[str | None, Field(description="The main task of the session, if known.")] = None,
+    ctx: Ctx,
+    session_id: Annotated[
+        str | None, Field(max_length=128, description="The session to close (default: the current one).")
+    ] = None,
+    task: Annotated[str | None, Field(max_length=2_000, description="The main task of the session, if known.")] = None,
 ) -> list[UserMessage]:
     """End a session: record outcomes, reflect, crystallize, and save what should outlive it."""
+    try:
+        if session_id is not None:
+            session_id = check_session_id(session_id)
+        else:
+            # The walk-through must summarise this session, which crystallize without an id would not.
+            session_id = await app_of(ctx).summaries.current_session(await project_of(ctx, None), agent_of(ctx, None))
+    except (MCPMemoryError, ToolError) as exc:
+        raise MCPError(code=INVALID_PARAMS, message=str(exc)) from exc
     session_arg = f'(session_id="{session_id}")' if session_id else ""
-    task_hint = f' (at least: "{task}")' if task else ""
+    # Quoted as a string literal, so the task reads as data whatever quotes or line breaks it holds.
+    task_hint = f" (at least: {json.dumps(task.strip(), ensure_ascii=False)})" if task and task.strip() else ""
     return [UserMessage(SESSION_END.format(session_arg=session_arg, task_hint=task_hint))]
 
 
@@ -94,11 +112,38 @@ async def slot_resource(ctx: Ctx, name: str, project: str | None = None) -> str:
     return slot.content
 
 
+def check_prompt_arguments(prompts: Mapping[str, Callable[..., Awaitable[Any]]]) -> ServerMiddleware[Any]:
+    """Server middleware: refuse an unknown prompt, or unknown or invalid arguments, naming what is wrong.
+
+    The SDK raises a plain error for both, which reaches the client as "Internal server error".
+    """
+    arguments_of: dict[str, FuncMetadata] = {
+        name: func_metadata(fn, skip_names=["ctx"], structured_output=False) for name, fn in prompts.items()
+    }
+
+    async def check(ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> HandlerResult:
+        if ctx.method == "prompts/get" and ctx.params and isinstance(name := ctx.params.get("name"), str):
+            meta = arguments_of.get(name)
+            if meta is None:
+                known = ", ".join(sorted(arguments_of))
+                raise MCPError(code=INVALID_PARAMS, message=f"name: unknown prompt {name!r}; prompts are {known}")
+            arguments = ctx.params.get("arguments") or {}
+            problem = _argument_problem(meta, arguments) if isinstance(arguments, dict) else None
+            if problem:
+                raise MCPError(code=INVALID_PARAMS, message=problem)
+        return await call_next(ctx)
+
+    return check
+
+
 def register_prompts_and_resources(server: MCPServer[AppContext], profile: str = "all") -> None:
     """Add the prompts and the context and slot resources (session_end needs the full tool profile)."""
+    prompts: dict[str, Callable[..., Awaitable[Any]]] = {"session_start": session_start}
     server.prompt(name="session_start", title="Start a session with memory")(session_start)
     if profile == "all":
         server.prompt(name="session_end", title="End a session: record, reflect, summarise")(session_end)
+        prompts["session_end"] = session_end
+    server.middleware.append(check_prompt_arguments(prompts))
     server.resource(
         "memory://context{?project,query,task_type}",
         name="context",
