@@ -161,11 +161,6 @@ async def test_crystallize_summarises_sessions_idle_past_the_idle_limit_and_ends
     assert (await call(client, "memory_crystallize"))["sessions"] == []  # its summary waits until it ends again
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="services/consolidate.py still lists sessions with SessionRepository.needing_summary; "
-    "it must call SummaryService.needing_summary(tx, project) so idle sessions end and get summarised",
-)
 async def test_consolidate_summarises_sessions_idle_past_the_idle_limit(client: Client, clock: FakeClock) -> None:
     observed = await call(client, "memory_observe", content="Decided to pin numpy to 1.26", type="decision")
     clock.advance(hours=5)

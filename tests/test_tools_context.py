@@ -371,7 +371,7 @@ async def test_a_task_type_focuses_lessons_and_memories(client: Client) -> None:
 
     assert plain.index(general_lesson) < plain.index(test_lesson) < plain.index(deploy_lesson)
     assert plain.index(other_memory) < plain.index(deploy_memory)
-    assert test_lesson not in focused  # another task type
+    assert focused.index(general_lesson) < focused.index(test_lesson)  # another task type comes after the rest
     # The task type focuses: what mentions it comes first, untyped lessons and other memories follow.
     assert focused.index(deploy_lesson) < focused.index(general_lesson)
     assert focused.index(deploy_memory) < focused.index(other_memory)

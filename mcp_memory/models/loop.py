@@ -35,7 +35,9 @@ class Change(BaseModel):
 
     kind: str = Field(description="Record kind: memory, lesson, session, observation, outcome.")
     action: str = Field(description="merged, promoted, crystallized, decayed, faded, folded, pruned, dropped.")
-    id: PublicId
+    id: PublicId | None = Field(
+        description="The record changed; null for a record a dry run would create (its id is assigned when it is)."
+    )
     detail: str = ""
 
 
@@ -55,9 +57,16 @@ class ReflectResult(BaseModel):
     session_id: PublicId | None
     since: str | None
     until: str | None
-    anti_patterns: list[LessonView] = Field(description="Drawn from errors that recurred.")
-    heuristics: list[LessonView] = Field(description="Drawn from step sequences that recurred in successes.")
+    anti_patterns: list[LessonView] = Field(
+        description="Learned or reinforced now from errors that recurred (evidence already counted is not repeated)."
+    )
+    heuristics: list[LessonView] = Field(
+        description="Learned or reinforced now from step sequences that recurred in successes."
+    )
     lessons: list[LessonView] = Field(description="Rules the client's model proposed (sampling only).")
-    contradictions: list[RelationView] = Field(description="Pairs of memories flagged as contradicting.")
-    insights: list[str] = Field(description="Plain-language findings, also kept in the project profile.")
+    contradictions: list[RelationView] = Field(description="Pairs of memories newly flagged as contradicting.")
+    insights: list[str] = Field(
+        description="Plain-language findings on all the evidence reviewed, known lessons included; a time window's "
+        "are kept on the project profile (a session's are not, so they never replace the project's)."
+    )
     source: SummarySource

@@ -3,12 +3,16 @@
 Steps, in order: merge near-duplicate memories into version chains; promote facts that recur in
 `promote_min_sessions` sessions into memories; crystallize ended sessions without a current
 summary; persist lesson decay and soft-delete faded lessons; fold sessions down to the cap;
-prune outcomes older than `outcome_retention_days` whose task type already has a heuristic; drop
-heuristics whose confidence is no longer above `heuristic_min_success`. Nothing that a relation
-points to is deleted, and pinned slots and open actions are never touched.
+prune outcomes older than `outcome_retention_days` whose task type has a heuristic that holds;
+drop heuristics that no longer hold. A heuristic holds while the success share its evidence gives
+it is above `heuristic_min_success`: time alone never drops one (it only fades, like any lesson).
+Outcomes are pruned only in favour of a heuristic that outlives the same pass, and what they showed
+moves into its tally, so the store never loses both the evidence and the conclusion. Nothing that
+a relation points to is deleted, and pinned slots and open actions are never touched.
 
 The whole pass is one transaction, so a cancelled pass leaves nothing behind, and a dry run is the
-same pass rolled back: it reports exactly what a real run would do.
+same pass rolled back: it reports exactly what a real run would do, except the ids of records the
+pass would create, which are not assigned until it does (reported as null).
 """
 
 from __future__ import annotations
@@ -23,22 +27,26 @@ import anyio.lowlevel
 from mcp_memory.clock import to_iso
 from mcp_memory.db import Tx
 from mcp_memory.models.loop import Change, ConsolidateResult
+from mcp_memory.models.records import Lesson, Outcome
 from mcp_memory.repositories.lessons import LessonRepository
 from mcp_memory.repositories.memories import MemoryRepository
 from mcp_memory.repositories.observations import ObservationRepository
 from mcp_memory.repositories.outcomes import OutcomeRepository
 from mcp_memory.repositories.relations import RelationRepository
-from mcp_memory.repositories.sessions import SessionRepository
 from mcp_memory.search.index import SearchFilter
 from mcp_memory.services.common import GLOBAL_PROJECT, Deps, Progress, Service, no_progress
 from mcp_memory.services.compress import shorten
 from mcp_memory.services.episodic import EpisodicService
 from mcp_memory.services.lessons import LessonService
 from mcp_memory.services.memories import SUPERSEDE_THRESHOLD, MemoryService
+from mcp_memory.services.outcomes import jaccard as outcome_jaccard
 from mcp_memory.services.summaries import SummaryService
 
 DECAY_STEP = 0.001
 """Decay is persisted once it has taken at least this much confidence (smaller drifts wait)."""
+
+_CREATES = frozenset({"promoted"})
+"""Actions that create a record: a dry run reports them without an id, as none is assigned."""
 
 
 class _DryRun(Exception):
@@ -86,7 +94,8 @@ class ConsolidateService(Service):
                 if dry_run:
                     raise _DryRun
         except _DryRun:
-            pass
+            # The rolled-back pass minted ids that will never exist; the real run assigns its own.
+            changes = [c.model_copy(update={"id": None}) if c.action in _CREATES else c for c in changes]
         counts = Counter(c.action for c in changes)
         return ConsolidateResult(project=project, dry_run=dry_run, changes=changes, counts=dict(counts))
 
@@ -151,7 +160,7 @@ class ConsolidateService(Service):
 
     async def _crystallize(self, tx: Tx, project: str) -> list[Change]:
         changes = []
-        for session in await SessionRepository(tx).needing_summary(project):
+        for session in await self.summaries.needing_summary(tx, project):
             view = await self.summaries.summarise(tx, session)
             if view.changed:
                 changes.append(
@@ -184,19 +193,68 @@ class ConsolidateService(Service):
 
     async def _prune_outcomes(self, tx: Tx, project: str) -> list[Change]:
         cutoff = to_iso(self.now() - timedelta(days=self.settings.outcome_retention_days))
-        learned = {
-            lesson.task_type
+        # Only a heuristic that holds outlives this pass (the next step drops the rest), so only
+        # such a one may stand in for the outcomes it was drawn from.
+        holding = [
+            lesson
             for lesson in await LessonRepository(tx).find([project], kinds=["heuristic"])
-            if not self.lessons.faded(lesson, self.lessons.confidence(lesson))
-        }
+            if not self.lessons.faded(lesson, self.lessons.confidence(lesson)) and self._holds(lesson)
+        ]
+        learned = {lesson.task_type for lesson in holding}
         old = [o for o in await OutcomeRepository(tx).older_than(project, cutoff) if o.task_type in learned]
         keep = await self._pointed_at(tx, [o.id for o in old])
-        doomed = [o.id for o in old if o.id not in keep]
-        await OutcomeRepository(tx).delete(doomed)
-        await RelationRepository(tx).delete_touching(doomed)
-        for outcome_id in doomed:
+        doomed = [o for o in old if o.id not in keep]
+        counted_in = await self._carry_tallies(tx, holding, doomed)
+        ids = [o.id for o in doomed]
+        await OutcomeRepository(tx).delete(ids)
+        await RelationRepository(tx).delete_touching(ids)
+        changes = []
+        for outcome_id in ids:
             tx.changed("outcome", outcome_id, "prune")
-        return [Change(kind="outcome", action="pruned", id=i, detail="its task type has a heuristic") for i in doomed]
+            detail = "its task type has a heuristic that holds"
+            if outcome_id in counted_in:
+                detail += f"; counted in {counted_in[outcome_id]}"
+            changes.append(Change(kind="outcome", action="pruned", id=outcome_id, detail=detail))
+        return changes
+
+    async def _carry_tallies(self, tx: Tx, heuristics: list[Lesson], doomed: list[Outcome]) -> dict[str, str]:
+        """Move pruned outcomes from the live tally of the heuristic they support to its pruned tally.
+
+        A heuristic's `outcomes` / `successes` count the stored outcomes of a similar strategy; what
+        the pruned ones showed lives on in `pruned_outcomes` / `pruned_successes`, so its evidence
+        outlives them. Returns the heuristic each pruned outcome was counted in.
+        """
+        terms = self.deps.index.analyzer.terms
+        strategies = {h.id: frozenset(terms(str(h.source.get("strategy") or ""))) for h in heuristics}
+        moved: dict[str, list[Outcome]] = defaultdict(list)
+        counted_in: dict[str, str] = {}
+        for outcome in doomed:
+            if not outcome.strategy:
+                continue  # no strategy, so no heuristic counted it
+            words = frozenset(terms(outcome.strategy))
+            scored = [
+                (outcome_jaccard(words, strategies[h.id]), h.id)
+                for h in heuristics
+                if h.task_type == outcome.task_type and strategies[h.id]
+            ]
+            overlap, best = max(scored, default=(0.0, ""))
+            if best and overlap >= self.settings.similarity:
+                moved[best].append(outcome)
+                counted_in[outcome.id] = best
+        for heuristic in heuristics:
+            if heuristic.id not in moved:
+                continue
+            gone, won = len(moved[heuristic.id]), sum(1 for o in moved[heuristic.id] if o.success)
+            source = heuristic.source | {
+                "outcomes": max(0, _count(heuristic.source, "outcomes") - gone),
+                "successes": max(0, _count(heuristic.source, "successes") - won),
+                "pruned_outcomes": _count(heuristic.source, "pruned_outcomes") + gone,
+                "pruned_successes": _count(heuristic.source, "pruned_successes") + won,
+            }
+            await self.lessons.store(
+                tx, heuristic.model_copy(update={"source": source, "updated_at": self.now_iso()}), "update"
+            )
+        return counted_in
 
     async def _drop_heuristics(self, tx: Tx, project: str) -> list[Change]:
         changes = []
@@ -204,19 +262,42 @@ class ConsolidateService(Service):
         heuristics = await LessonRepository(tx).find([project], kinds=["heuristic"])
         keep = await self._pointed_at(tx, [h.id for h in heuristics])
         for lesson in heuristics:
-            confidence = self.lessons.confidence(lesson)
-            if confidence <= self.settings.heuristic_min_success and lesson.id not in keep:
-                await self.lessons.store(
-                    tx, lesson.model_copy(update={"deleted_at": stamp, "updated_at": stamp}), "drop"
-                )
-                changes.append(
-                    Change(kind="lesson", action="dropped", id=lesson.id, detail=f"confidence {confidence:.2f}")
-                )
+            if self._holds(lesson) or lesson.id in keep:
+                continue
+            await self.lessons.store(tx, lesson.model_copy(update={"deleted_at": stamp, "updated_at": stamp}), "drop")
+            detail = f"confidence {evidence_share(lesson):.2f}"
+            changes.append(Change(kind="lesson", action="dropped", id=lesson.id, detail=detail))
         return changes
+
+    def _holds(self, heuristic: Lesson) -> bool:
+        """Whether a heuristic's evidence still supports it (its age aside: decay is the fade rule's)."""
+        return evidence_share(heuristic) > self.settings.heuristic_min_success
 
     @staticmethod
     async def _pointed_at(tx: Tx, ids: list[str]) -> set[str]:
         return await RelationRepository(tx).pointed_at(ids)
+
+
+def evidence_share(heuristic: Lesson) -> float:
+    """The success share a heuristic's evidence gives it, before any time decay.
+
+    Outcome-derived heuristics keep their tally (`outcomes`, `successes`, plus the `pruned_…`
+    counts of outcomes consolidation has pruned) and reflected ones their `share`; for one that has
+    neither, its stored confidence is the best record there is.
+    """
+    source = heuristic.source
+    outcomes = _count(source, "outcomes") + _count(source, "pruned_outcomes")
+    if outcomes > 0:
+        return (_count(source, "successes") + _count(source, "pruned_successes")) / outcomes
+    share = source.get("share")
+    if isinstance(share, int | float):
+        return float(share)
+    return heuristic.confidence
+
+
+def _count(source: dict[str, object], key: str) -> int:
+    value = source.get(key)
+    return value if isinstance(value, int) and value > 0 else 0
 
 
 def _jaccard(a: frozenset[int], b: frozenset[int]) -> float:

@@ -2,9 +2,11 @@
 
 Sections, in order: pinned slots, project profile, lessons (heuristics and anti-patterns included)
 ranked by confidence × relevance, the most seen mistake cards, recent sessions, and memories
-relevant to the query or task type (else the most important ones). Tokens are estimated as
-ceil(characters / 4) of the final text, which never exceeds the budget. Each section is cut at an
-item boundary; what did not fit is listed with its id so the agent can fetch it.
+relevant to the query or task type (else the most important ones). A query or task type focuses,
+never filters: what matches it comes first, and the best of the rest follow while budget remains.
+Tokens are estimated as ceil(characters / 4) of the final text, which never exceeds the budget.
+Each section is cut at an item boundary; what did not fit is listed with its public id so the
+agent can fetch it.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ from typing import TypeVar
 from mcp_memory.ids import public_id
 from mcp_memory.models.learning import LessonView, ProfileResult
 from mcp_memory.models.organising import ContextResult, ContextSection, OmittedItem
-from mcp_memory.models.records import Memory
+from mcp_memory.models.records import Memory, MistakeCard
 from mcp_memory.repositories.memories import MemoryRepository
 from mcp_memory.repositories.outcomes import MistakeCardRepository
 from mcp_memory.repositories.sessions import SessionRepository
@@ -84,7 +86,7 @@ class ContextService(Service):
                             section=section.name,
                             id=i.id,
                             title=i.title,
-                            fetch=f"memory_smart_search(ids=[{i.id!r}])" if i.id else "memory_profile()",
+                            fetch=f"memory_smart_search(ids=[{public_id(i.id)!r}])" if i.id else "memory_profile()",
                         )
                         for i in section.items[position:]
                     ]
@@ -139,10 +141,12 @@ class ContextService(Service):
         for scope, limit in ((project, 10), (GLOBAL_PROJECT, 5)):
             if scope == GLOBAL_PROJECT and project == GLOBAL_PROJECT:
                 continue
-            # The focus puts what matches first; the best of the rest still follow.
+            # The focus puts what matches first; then what applies to the task type (its own lessons and
+            # untyped ones), then the best of the rest, each by confidence.
             relevant = await self.lessons.ranked(scope, focus, task_type=task_type, limit=limit) if focus else []
-            confident = await self.lessons.ranked(scope, None, task_type=task_type, limit=limit)
-            found += _unique(relevant + confident)[:limit]
+            applicable = await self.lessons.ranked(scope, None, task_type=task_type, limit=limit)
+            rest = await self.lessons.ranked(scope, None, limit=limit) if task_type else []
+            found += _unique(relevant + applicable + rest)[:limit]
         for lesson in found:
             detail = f" — {lesson.context}" if lesson.kind == "anti_pattern" and lesson.context else ""
             line = f"- [{lesson.kind} {lesson.confidence:.2f}] {shorten(lesson.content, 300)}{detail} ({lesson.id})"
@@ -152,7 +156,10 @@ class ContextService(Service):
     async def _mistakes(self, project: str, task_type: str | None) -> _Section:
         section = _Section("mistake_cards", "\n## Mistakes to avoid\n")
         async with self.db.read() as conn:
-            cards = await MistakeCardRepository(conn).top(project, task_type, 5)
+            repo = MistakeCardRepository(conn)
+            # The task type's cards first, then the most seen of the others.
+            focused = await repo.top(project, task_type, 5) if task_type else []
+            cards = _unique(focused + await repo.top(project, None, 5))[:5]
         for c in cards:
             line = f"- Seen {c.seen_count}x, {c.type} in {shorten(c.task, 80)!r}: do {shorten(c.correct_decision, 160)}"
             if c.wrong_decision:
@@ -193,7 +200,7 @@ class ContextService(Service):
         return section
 
 
-_T = TypeVar("_T", LessonView, Memory)
+_T = TypeVar("_T", LessonView, Memory, MistakeCard)
 
 
 def _unique(items: list[_T]) -> list[_T]:

@@ -84,6 +84,12 @@ class _Tally:
         return self.successes / self.outcomes if self.outcomes else 0.0
 
 
+def _stored_count(lesson: Lesson | None, key: str) -> int:
+    """A count kept in a derived lesson's source (0 when absent or not a number)."""
+    value = lesson.source.get(key, 0) if lesson is not None else 0
+    return value if isinstance(value, int) else 0
+
+
 def jaccard(a: frozenset[str], b: frozenset[str]) -> float:
     """Overlap of two word sets; 0.0 when either is empty (no words: nothing to compare)."""
     return len(a & b) / len(a | b) if a and b else 0.0
@@ -213,9 +219,14 @@ class OutcomeService(Service):
         """Draw, refresh, restore or retire the heuristic of this outcome's strategy."""
         if not outcome.strategy or not self.words(outcome.strategy):
             return []
-        tally = self._tally(peers, outcome.strategy)
+        live = self._tally(peers, outcome.strategy)
         existing = await self._similar_lesson(tx, outcome, "heuristic", "strategy", outcome.strategy)
-        source = {"strategy": outcome.strategy, "outcomes": tally.outcomes, "successes": tally.successes}
+        source = {"strategy": outcome.strategy, "outcomes": live.outcomes, "successes": live.successes}
+        # Outcomes consolidation pruned still count: their tally lives on the heuristic.
+        tally = _Tally(
+            live.outcomes + _stored_count(existing, "pruned_outcomes"),
+            live.successes + _stored_count(existing, "pruned_successes"),
+        )
         context = f"Worked in {tally.successes} of {tally.outcomes} attempts with a similar strategy."
         if not self._holds(tally):
             if existing is not None:

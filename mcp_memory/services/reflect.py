@@ -6,6 +6,10 @@ sequences that recur in successful outcomes of a task type become heuristics; pa
 on the same topic where one negates the other or their numbers differ are linked `contradicts`.
 Evidence ids are kept on each derived lesson, so reflecting twice on the same window changes
 nothing. When the client lends its model, the rules it proposes are saved as lessons too.
+
+The insights describe all the evidence reviewed, lessons it had already taught included. Those of
+a time window are kept on the project profile, rewritten only when they differ; a session's are
+returned but never replace the project's.
 """
 
 from __future__ import annotations
@@ -23,7 +27,6 @@ from mcp_memory.models.learning import LessonView
 from mcp_memory.models.loop import ReflectResult, SummarySource
 from mcp_memory.models.organising import RelationView
 from mcp_memory.models.records import Lesson, Memory, Observation, Outcome, Relation
-from mcp_memory.repositories.lessons import LessonRepository
 from mcp_memory.repositories.memories import MemoryRepository
 from mcp_memory.repositories.meta import MetaRepository
 from mcp_memory.repositories.observations import ObservationRepository
@@ -33,7 +36,7 @@ from mcp_memory.repositories.sessions import SessionRepository
 from mcp_memory.search.index import SearchFilter
 from mcp_memory.services.common import Deps, Service, time_window
 from mcp_memory.services.compress import shorten
-from mcp_memory.services.lessons import LessonService, fingerprint
+from mcp_memory.services.lessons import LessonService
 from mcp_memory.services.outcomes import jaccard
 from mcp_memory.services.relations import relation_view
 
@@ -73,36 +76,27 @@ class ReflectService(Service):
     ) -> ReflectResult:
         """Reflect on one session, or on a time window (default: the last week)."""
         start, end = self._window(session_id, since, until)
-        anti: list[LessonView] = []
-        heuristics: list[LessonView] = []
         proposed: list[LessonView] = []
         async with self.db.transaction("memory_reflect", project=project) as tx:
             observations, outcomes, memories = await self._evidence(tx, project, session_id, start, end)
-            for lesson in await self._recurring_errors(tx, project, observations):
-                anti.append(self.lessons.view(lesson))
-            for lesson in await self._recurring_sequences(tx, project, outcomes):
-                heuristics.append(self.lessons.view(lesson))
-            contradictions = await self._contradictions(tx, project, memories)
+            anti_found = await self._recurring_errors(tx, project, observations)
+            heuristics_found = await self._recurring_sequences(tx, project, outcomes)
+            contradictions, conflicting = await self._contradictions(tx, project, memories)
             source: SummarySource = "extractive"
             if model_rules and model_rules.strip():
                 source = "sampling"
                 evidence = [o.id for o in observations] + [o.id for o in outcomes]
-                for lesson in await self._model_rules(tx, project, model_rules, evidence):
-                    proposed.append(self.lessons.view(lesson))
-            insights = _insights(observations, outcomes, anti, heuristics, contradictions)
-            meta = MetaRepository(tx)
-            await meta.set(
-                f"reflection:{project}",
-                json.dumps({"reflected_at": self.now_iso(), "insights": insights}, sort_keys=True),
-            )
-            tx.changed("profile", project, "reflect")
+                proposed = self._learned(await self._model_rules(tx, project, model_rules, evidence))
+            insights = _insights(observations, outcomes, len(anti_found), len(heuristics_found), conflicting)
+            if session_id is None and (observations or outcomes or memories):
+                await self._keep_on_profile(tx, project, insights)
         return ReflectResult(
             project=project,
             session_id=session_id,
             since=start,
             until=end,
-            anti_patterns=anti,
-            heuristics=heuristics,
+            anti_patterns=self._learned(anti_found),
+            heuristics=self._learned(heuristics_found),
             lessons=proposed,
             contradictions=contradictions,
             insights=insights,
@@ -123,6 +117,19 @@ class ReflectService(Service):
             verdict = "succeeded" if outcome.success else f"failed: {shorten(outcome.error or '', 100)}"
             lines.append(f"- outcome: {shorten(outcome.task, 100)} {verdict} (strategy: {outcome.strategy or '?'})")
         return SAMPLING_PROMPT.format(record="\n".join(lines))
+
+    def _learned(self, found: Sequence[tuple[Lesson, bool]]) -> list[LessonView]:
+        """The lessons this call learned or reinforced (not those the same evidence already taught)."""
+        return [self.lessons.view(lesson) for lesson, changed in found if changed]
+
+    async def _keep_on_profile(self, tx: Tx, project: str, insights: list[str]) -> None:
+        """Keep a project-wide reflection's insights on the profile, unless they are what it already says."""
+        meta = MetaRepository(tx)
+        key = f"reflection:{project}"
+        if json.loads(await meta.get(key) or "{}").get("insights") == insights:
+            return  # the same evidence again: nothing changes, not even the time
+        await meta.set(key, json.dumps({"reflected_at": self.now_iso(), "insights": insights}, sort_keys=True))
+        tx.changed("profile", project, "reflect")
 
     def _window(self, session_id: str | None, since: str | None, until: str | None) -> tuple[str | None, str | None]:
         start, end = time_window(since, until)
@@ -148,7 +155,9 @@ class ReflectService(Service):
             memories = [m for m in memories if (start or "") <= m.updated_at <= (end or "9999")]
         return found, outcomes, memories
 
-    async def _recurring_errors(self, tx: Tx, project: str, observations: Sequence[Observation]) -> list[Lesson]:
+    async def _recurring_errors(
+        self, tx: Tx, project: str, observations: Sequence[Observation]
+    ) -> list[tuple[Lesson, bool]]:
         errors = [o for o in observations if o.type == "error"]
         clusters: list[list[Observation]] = []
         words = {o.id: frozenset(self.deps.index.analyzer.terms(f"{o.title} {' '.join(o.facts)}")) for o in errors}
@@ -172,20 +181,22 @@ class ReflectService(Service):
             context = f"Seen {len(cluster)} times."
             if fix is not None:
                 context += f" Fixed by: {shorten(fix.title, 160)}"
-            lesson = await self._learn_once(
-                tx,
-                project,
-                f"Recurring error: {shorten(head.title, 200)}",
-                kind="anti_pattern",
-                context=context,
-                evidence=[o.id for o in cluster],
-                confidence=min(0.95, 0.5 + 0.1 * (len(cluster) - 1)),
+            learned.append(
+                await self._learn_once(
+                    tx,
+                    project,
+                    f"Recurring error: {shorten(head.title, 200)}",
+                    kind="anti_pattern",
+                    context=context,
+                    evidence=[o.id for o in cluster],
+                    confidence=min(0.95, 0.5 + 0.1 * (len(cluster) - 1)),
+                )
             )
-            if lesson is not None:
-                learned.append(lesson)
         return learned
 
-    async def _recurring_sequences(self, tx: Tx, project: str, outcomes: Sequence[Outcome]) -> list[Lesson]:
+    async def _recurring_sequences(
+        self, tx: Tx, project: str, outcomes: Sequence[Outcome]
+    ) -> list[tuple[Lesson, bool]]:
         by_type: dict[str, list[Outcome]] = defaultdict(list)
         for outcome in outcomes:
             if outcome.success and len(outcome.steps) >= 2:
@@ -204,25 +215,29 @@ class ReflectService(Service):
             if not common:
                 continue
             best = max(common, key=lambda g: (seen[g], len(g), g))
-            lesson = await self._learn_once(
-                tx,
-                project,
-                f"For {task_type} tasks: " + " -> ".join(best),
-                kind="heuristic",
-                task_type=task_type,
-                context=f"This sequence recurred in {seen[best]} of {len(wins)} successful outcomes.",
-                evidence=owners[best],
-                confidence=seen[best] / len(wins),
+            share = seen[best] / len(wins)
+            learned.append(
+                await self._learn_once(
+                    tx,
+                    project,
+                    f"For {task_type} tasks: " + " -> ".join(best),
+                    kind="heuristic",
+                    task_type=task_type,
+                    context=f"This sequence recurred in {seen[best]} of {len(wins)} successful outcomes.",
+                    evidence=owners[best],
+                    confidence=share,
+                    share=share,
+                )
             )
-            if lesson is not None:
-                learned.append(lesson)
         return learned
 
-    async def _contradictions(self, tx: Tx, project: str, memories: Sequence[Memory]) -> list[RelationView]:
+    async def _contradictions(self, tx: Tx, project: str, memories: Sequence[Memory]) -> tuple[list[RelationView], int]:
+        """The pairs newly flagged, and how many pairs the evidence shows in all (flagged before included)."""
         index = self.deps.index
         repo = RelationRepository(tx)
         latest = {m.id: m for m in await MemoryRepository(tx).latest_in_project(project)}
         found = []
+        pairs: set[tuple[str, str]] = set()
         for memory in memories:
             terms = index.terms_of(memory.id)
             candidates = index.similar_candidates(project, terms, 0.3, SearchFilter(kinds=frozenset({"memory"})))
@@ -232,6 +247,7 @@ class ReflectService(Service):
                 if other is None or not 0.3 <= overlap <= 0.85 or not _conflict(memory.content, other.content):
                     continue
                 source, target = sorted((memory.id, other_id))
+                pairs.add((source, target))
                 if await repo.get(source, target, "contradicts") is not None:
                     continue
                 now = self.now_iso()
@@ -249,19 +265,17 @@ class ReflectService(Service):
                 await repo.upsert(relation)
                 tx.changed("relation", relation.id, "create")
                 found.append(relation_view(relation))
-        return found
+        return found, len(pairs)
 
-    async def _model_rules(self, tx: Tx, project: str, text: str, evidence: list[str]) -> list[Lesson]:
+    async def _model_rules(self, tx: Tx, project: str, text: str, evidence: list[str]) -> list[tuple[Lesson, bool]]:
         scrub = self.scrubber()
         rules = [_BULLET.sub("", line).strip() for line in scrub.text(text).splitlines()]
-        learned = []
-        for rule in [r for r in rules if len(r) >= 8][:5]:
-            lesson = await self._learn_once(
+        return [
+            await self._learn_once(
                 tx, project, shorten(rule, 400), kind="lesson", context=None, evidence=evidence, via="sampling"
             )
-            if lesson is not None:
-                learned.append(lesson)
-        return learned
+            for rule in [r for r in rules if len(r) >= 8][:5]
+        ]
 
     async def _learn_once(
         self,
@@ -274,13 +288,21 @@ class ReflectService(Service):
         evidence: list[str],
         confidence: float | None = None,
         task_type: str | None = None,
+        share: float | None = None,
         via: str = "memory_reflect",
-    ) -> Lesson | None:
-        """Learn a derived lesson unless this very evidence was already counted."""
-        existing = await LessonRepository(tx).by_fingerprint(project, fingerprint(content, kind, task_type))
+    ) -> tuple[Lesson, bool]:
+        """Learn a derived lesson unless this very evidence was already counted; returns it and whether it changed.
+
+        `share` is a heuristic's success share by its evidence, kept so that consolidation can tell
+        whether it still holds once time has decayed its confidence.
+        """
+        existing = await self.lessons.twin(tx, project, content, kind, task_type)
         known = set(existing.source.get("evidence", [])) if existing is not None else set()
         if existing is not None and set(evidence) <= known:
-            return None
+            return existing, False
+        source: dict[str, object] = {"evidence": sorted(known | set(evidence)), "via": via}
+        if share is not None:
+            source["share"] = round(share, 4)
         lesson, *_ = await self.lessons.learn(
             tx,
             project,
@@ -289,9 +311,9 @@ class ReflectService(Service):
             task_type=task_type,
             context=context,
             confidence=confidence,
-            source={"evidence": sorted(known | set(evidence)), "via": via},
+            source=source,
         )
-        return lesson
+        return lesson, True
 
 
 def _overlap(a: frozenset[int], b: frozenset[int]) -> float:
@@ -308,23 +330,20 @@ def _conflict(first: str, second: str) -> bool:
 
 
 def _insights(
-    observations: Sequence[Observation],
-    outcomes: Sequence[Outcome],
-    anti: Sequence[LessonView],
-    heuristics: Sequence[LessonView],
-    contradictions: Sequence[RelationView],
+    observations: Sequence[Observation], outcomes: Sequence[Outcome], anti: int, heuristics: int, contradictions: int
 ) -> list[str]:
+    """Plain-language findings on the evidence: counts take in what it had already taught."""
     found = [f"{len(observations)} observations and {len(outcomes)} outcomes reviewed."]
     if outcomes:
         wins = sum(1 for o in outcomes if o.success)
         found.append(f"{wins} of {len(outcomes)} outcomes succeeded.")
     errors = Counter(o.type for o in observations)["error"]
     if errors:
-        found.append(f"{errors} errors recorded; {len(anti)} recurring ones became anti-patterns.")
+        found.append(f"{errors} errors recorded; {anti} recurring ones became anti-patterns.")
     if heuristics:
-        found.append(f"{len(heuristics)} recurring successful step sequences became heuristics.")
+        found.append(f"{heuristics} recurring successful step sequences became heuristics.")
     if contradictions:
-        found.append(f"{len(contradictions)} pairs of memories look contradictory; check them with memory_related.")
+        found.append(f"{contradictions} pairs of memories look contradictory; check them with memory_related.")
     concepts = Counter(c for o in observations for c in o.concepts)
     if concepts:
         found.append("Most discussed: " + ", ".join(c for c, _ in concepts.most_common(5)) + ".")

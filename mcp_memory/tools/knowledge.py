@@ -55,7 +55,9 @@ async def memory_context(
     ctx: Ctx,
     query: Annotated[str | None, Field(max_length=2_000, description="What the session is about (focuses it).")] = None,
     task_type: TaskType = None,
-    budget: Annotated[int | None, Field(ge=100, le=100_000, description="Token budget (default 2000).")] = None,
+    budget: Annotated[
+        int | None, Field(ge=100, le=100_000, description="Token budget (default: the server's --context-budget).")
+    ] = None,
     project: Project = None,
 ) -> ContextResult:
     """Compile the start-of-session context: pinned slots, profile, lessons, mistakes, sessions, memories, in budget."""
