@@ -129,7 +129,7 @@ async def open_app(
             deps=deps,
             episodic=episodic,
             memories=memories,
-            search=SearchService(deps),
+            search=SearchService(deps, lessons),
             forget=ForgetService(deps),
             operations=OperationsService(
                 deps,

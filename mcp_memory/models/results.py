@@ -126,7 +126,7 @@ class Hit(BaseModel):
     score: float
     title: str
     snippet: str
-    type: str | None = Field(None, description="Observation type or memory kind.")
+    type: str | None = Field(None, description="Observation type, memory kind or lesson kind.")
     session_id: PublicId | None = None
     ref: str | None = None
     occurred_at: str | None = None
@@ -136,11 +136,14 @@ class Hit(BaseModel):
     )
 
 
+QUERY_DESC = "The query, with private parts and secrets shown as removed (they are not searched for)."
+
+
 class RecallResult(BaseModel):
     """Ranked episodic hits for a query."""
 
     project: str
-    query: str
+    query: str = Field(description=QUERY_DESC)
     hits: list[Hit]
 
 
@@ -182,7 +185,7 @@ class SmartSearchResult(BaseModel):
     """Compact hits for a query, and/or full records for the ids asked for."""
 
     project: str
-    query: str | None
+    query: str | None = Field(description=QUERY_DESC)
     hits: list[Hit] = Field(default_factory=list)
     observations: list[Observation] = Field(default_factory=list)
     memories: list[Memory] = Field(default_factory=list)

@@ -79,6 +79,22 @@ class MemoryRepository(Repository):
         )
         return [_memory(r) for r in rows]
 
+    async def versions_of(self, ids: Sequence[str], project: str) -> dict[str, list[str]]:
+        """For each of `ids` that is a memory of the project, every version id of its chain, latest first."""
+        if not ids:
+            return {}
+        rows = await self.conn.fetchall(
+            "SELECT asked.id, version.id FROM memories AS asked "
+            "JOIN memories AS version ON version.root_id = asked.root_id AND version.project = asked.project "
+            f"WHERE asked.project = ? AND asked.id IN ({placeholders(len(ids))}) "
+            "ORDER BY version.is_latest DESC, version.version DESC, version.id",
+            (project, *ids),
+        )
+        found: dict[str, list[str]] = {}
+        for row in rows:
+            found.setdefault(row[0], []).append(row[1])
+        return found
+
     async def mark_superseded(self, mem_id: str, by: str, at: str) -> None:
         await self.conn.execute(
             "UPDATE memories SET is_latest = 0, superseded_by = ?, updated_at = ? WHERE id = ?",

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Sequence
+from datetime import datetime
 
+from mcp_memory.clock import to_iso
 from mcp_memory.db import Conn, Database, Tx
 from mcp_memory.errors import InvalidInputError
 from mcp_memory.ids import new_id, scoped_session_id
@@ -103,10 +105,11 @@ class EpisodicService(Service):
         content = scrub.required("content", content)
         packed = compress(content, scrub.optional(title), scrub.many(facts), scrub.many(concepts), scrub.many(files))
         when = moment("occurred_at", occurred_at)
-        now = self.now_iso()
-        agent = agent_id or self.settings.agent_id
+        instant = self.now()  # one moment for the whole call: a new session starts when its first observation is made
+        now = to_iso(instant)
+        agent = scrub.optional(agent_id or self.settings.agent_id)
         async with self.db.transaction("memory_observe", actor=agent, project=project) as tx:
-            session, created = await self._session_for(tx, project, agent, session_id)
+            session, created = await self._session_for(tx, project, agent, session_id, instant)
             obs = Observation(
                 id=new_id("observation"),
                 project=project,
@@ -130,7 +133,7 @@ class EpisodicService(Service):
             await sessions.record_observation(session.id, now, obs.title)
             await self.deps.indexer.put(tx, observation_doc(obs))
             kept = session.observation_count - session.folded_count + 1
-            folded = len(await self._enforce_cap(tx, session.id, project, kept, keep=obs.id))
+            folded = len(await self._enforce_cap(tx, session.id, project, kept, keep=obs.id, now=now))
             if end_session:
                 await sessions.end(session.id, now)
                 tx.changed("session", session.id, "end")
@@ -149,11 +152,11 @@ class EpisodicService(Service):
         )
 
     async def _session_for(
-        self, tx: Tx, project: str, agent_id: str | None, session_id: str | None
+        self, tx: Tx, project: str, agent_id: str | None, session_id: str | None, instant: datetime
     ) -> tuple[Session, bool]:
-        """The session an observation belongs to, creating (or reopening) one as the rules say."""
+        """The session an observation made at `instant` belongs to, creating (or reopening) one as the rules say."""
         repo = SessionRepository(tx)
-        now = self.now_iso()
+        now = to_iso(instant)
         if session_id is not None:
             check_session_id(session_id)
             found = await repo.get_or_none(session_id, project)
@@ -169,7 +172,7 @@ class EpisodicService(Service):
         else:
             current = await repo.latest_open(project, agent_id)
             if current is not None and current.last_activity_at >= idle_cutoff(
-                self.now(), self.settings.session_idle_minutes
+                instant, self.settings.session_idle_minutes
             ):
                 return current, False
             if current is not None:
@@ -188,7 +191,9 @@ class EpisodicService(Service):
         tx.changed("session", session.id, "create")
         return session, True
 
-    async def _enforce_cap(self, tx: Tx, session_id: str, project: str, kept: int, keep: str | None) -> list[str]:
+    async def _enforce_cap(
+        self, tx: Tx, session_id: str, project: str, kept: int, keep: str | None, now: str
+    ) -> list[str]:
         """Fold the least valuable observations into the session digest when over the cap; returns their ids."""
         observations = ObservationRepository(tx)
         excess = kept - self.settings.observation_cap
@@ -208,7 +213,7 @@ class EpisodicService(Service):
         if len(digest) > DIGEST_CHARS:
             # keep the newest lines; the folded count still says how many there were in all
             digest = "…\n" + digest[-DIGEST_CHARS:].split("\n", 1)[-1]
-        await sessions.add_folded(session_id, digest, len(victims), self.now_iso())
+        await sessions.add_folded(session_id, digest, len(victims), now)
         spec = session_doc(await sessions.get(session_id, project))
         if spec is not None:
             await self.deps.indexer.put(tx, spec)
@@ -217,11 +222,12 @@ class EpisodicService(Service):
     async def fold_over_cap(self, tx: Tx, project: str) -> list[str]:
         """Fold every session of the project down to the cap (after it was lowered); returns the folded ids."""
         folded = []
+        now = self.now_iso()
         sessions = SessionRepository(tx)
         for session_id in await sessions.over_cap(project, self.settings.observation_cap):
             session = await sessions.get(session_id, project)
             kept = session.observation_count - session.folded_count
-            folded += await self._enforce_cap(tx, session_id, project, kept, keep=None)
+            folded += await self._enforce_cap(tx, session_id, project, kept, keep=None, now=now)
         return folded
 
     async def sessions(self, project: str, status: str, limit: int, offset: int) -> SessionList:
@@ -299,6 +305,8 @@ class EpisodicService(Service):
         after: int,
     ) -> TimelineResult:
         """Observations in time order around an observation, a moment, or the present."""
+        if anchor is not None and at is not None:
+            raise InvalidInputError("at", "give anchor (an observation id) or at (a moment), not both")
         async with self.db.read() as conn:
             repo = ObservationRepository(conn)
             if session_id is not None:
@@ -308,8 +316,8 @@ class EpisodicService(Service):
                 anchor_obs = await repo.get(anchor, project)
                 when, seq = anchor_obs.occurred_at or anchor_obs.created_at, anchor_obs.seq
             else:
-                when = moment("at", at) or "9999-12-31T23:59:59.999999Z"
-                seq = 0 if at is not None else 1 << 62
+                when = moment("at", at) or self.now_iso()
+                seq = 0 if at is not None else 1 << 62  # "now" comes after whatever was recorded at this moment
             earlier, later = await repo.around(project, when, seq, session_id, before, after)
         ordered = [*earlier, *([anchor_obs] if anchor_obs else []), *later]
         entries = [

@@ -67,7 +67,7 @@ class MemoryService(Service):
         scrub = self.scrubber()
         content = scrub.required("content", content).strip()
         now = self.now_iso()
-        agent = agent_id or self.settings.agent_id
+        agent = scrub.optional(agent_id or self.settings.agent_id)
         draft = Memory(
             id=new_id("memory"),
             project=project,

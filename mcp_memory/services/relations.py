@@ -9,6 +9,7 @@ from mcp_memory.errors import InvalidInputError, NotFoundError
 from mcp_memory.ids import kind_of, new_id
 from mcp_memory.models.organising import RelatedNode, RelatedResult, RelateResult, RelationView
 from mcp_memory.models.records import Relation
+from mcp_memory.repositories.memories import MemoryRepository
 from mcp_memory.repositories.relations import RecordNames, RelationRepository
 from mcp_memory.repositories.sessions import SessionRepository
 from mcp_memory.services.common import GLOBAL_PROJECT, Service
@@ -73,7 +74,12 @@ class RelationService(Service):
         direction: str = "both",
         limit: int = 20,
     ) -> RelatedResult:
-        """Records reachable from `start` within `hops` edges, nearest first, then strongest."""
+        """Records reachable from `start` within `hops` edges, nearest first, then strongest.
+
+        A memory is one node however many versions it has: edges made to any of its versions are
+        its edges, and it is shown by its latest version's id. Each node is reached by its
+        strongest path (highest product of weights) among the shortest ones.
+        """
         scopes = [project, GLOBAL_PROJECT]
         async with self.db.read() as conn:
             start = await _stored_id(conn, project, start)
@@ -81,23 +87,28 @@ class RelationService(Service):
             if start not in await names.describe([start], scopes):
                 raise NotFoundError("record", start, "use memory_smart_search to find ids")
             repo = RelationRepository(conn)
+            versions = _Versions(MemoryRepository(conn), project)
+            await versions.learn([start])
+            start = versions.node(start)
             reached: dict[str, tuple[int, str, float]] = {start: (0, "", 1.0)}
             edges: dict[str, Relation] = {}
             ring = [start]
             for depth in range(1, hops + 1):
-                following: list[str] = []
-                for edge in await repo.touching(project, ring, direction, types):
+                touching = await repo.touching(project, [i for n in ring for i in versions.ids(n)], direction, types)
+                await versions.learn([i for edge in touching for i in (edge.source_id, edge.target_id)])
+                frontier = set(ring)
+                best: dict[str, tuple[int, str, float]] = {}  # this depth's nodes by their strongest path
+                for edge in touching:
                     edges[edge.id] = edge
-                    here, there = (
-                        (edge.source_id, edge.target_id)
-                        if edge.source_id in ring and edge.target_id not in reached
-                        else (edge.target_id, edge.source_id)
-                    )
-                    if there in reached or here not in reached:
-                        continue
-                    reached[there] = (depth, edge.type, reached[here][2] * edge.weight)
-                    following.append(there)
-                ring = following
+                    source, target = versions.node(edge.source_id), versions.node(edge.target_id)
+                    for here, there in _steps(source, target, direction):
+                        if here not in frontier or there in reached:
+                            continue
+                        weight = reached[here][2] * edge.weight
+                        if there not in best or weight > best[there][2]:
+                            best[there] = (depth, edge.type, weight)
+                reached.update(best)
+                ring = list(best)
                 if not ring:
                     break
             described = await names.describe([r for r in reached if r != start], scopes)
@@ -109,8 +120,44 @@ class RelationService(Service):
             key=lambda n: (n.hops, -n.weight, n.id),
         )[:limit]
         kept = {n.id for n in nodes} | {start}
-        shown = [relation_view(e) for e in edges.values() if e.source_id in kept and e.target_id in kept]
+        shown = []
+        for edge in edges.values():
+            source, target = versions.node(edge.source_id), versions.node(edge.target_id)
+            if source != target and source in kept and target in kept:
+                # shown between the nodes as listed (a memory's latest version), whichever version it was made on
+                shown.append(relation_view(edge.model_copy(update={"source_id": source, "target_id": target})))
         return RelatedResult(start=start, nodes=nodes, edges=sorted(shown, key=lambda e: e.id))
+
+
+class _Versions:
+    """Memory ids resolved to their version chains: a memory keeps its relations across versions."""
+
+    def __init__(self, memories: MemoryRepository, project: str) -> None:
+        self._memories = memories
+        self._project = project
+        self._latest: dict[str, str] = {}
+        self._chain: dict[str, list[str]] = {}
+
+    async def learn(self, ids: Sequence[str]) -> None:
+        """Look up the chains of the memories among `ids` not seen yet."""
+        unseen = list(dict.fromkeys(i for i in ids if kind_of(i) == "memory" and i not in self._latest))
+        for chain in (await self._memories.versions_of(unseen, self._project)).values():
+            self._chain[chain[0]] = chain
+            self._latest.update((version, chain[0]) for version in chain)
+
+    def node(self, record_id: str) -> str:
+        """The node a record id stands for: a memory's latest version, any other record itself."""
+        return self._latest.get(record_id, record_id)
+
+    def ids(self, node: str) -> list[str]:
+        """Every stored id an edge of `node` may name."""
+        return self._chain.get(node, [node])
+
+
+def _steps(source: str, target: str, direction: str) -> list[tuple[str, str]]:
+    """The (from, to) moves an edge allows in a walk of the given direction."""
+    forward, backward = (source, target), (target, source)
+    return {"out": [forward], "in": [backward]}.get(direction, [forward, backward])
 
 
 async def _stored_id(conn: Conn, project: str, record_id: str) -> str:

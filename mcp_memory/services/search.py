@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 
 from mcp_memory.db import Conn
 from mcp_memory.errors import InvalidInputError
 from mcp_memory.ids import kind_of, public_id
 from mcp_memory.models.results import Hit, RecallResult, SmartSearchResult
+from mcp_memory.privacy import without_markers
 from mcp_memory.repositories.actions import ActionRepository
 from mcp_memory.repositories.lessons import LessonRepository
 from mcp_memory.repositories.memories import MemoryRepository
@@ -17,15 +19,22 @@ from mcp_memory.repositories.sessions import SessionRepository
 from mcp_memory.repositories.slots import SlotRepository
 from mcp_memory.search.index import Hit as IndexHit
 from mcp_memory.search.index import SearchFilter
-from mcp_memory.services.common import GLOBAL_PROJECT, Service, epoch_or_none, time_window
+from mcp_memory.services.common import GLOBAL_PROJECT, Deps, Service, epoch_or_none, time_window
 from mcp_memory.services.compress import compact_line, shorten
+from mcp_memory.services.lessons import LessonService
 
 EPISODIC_KINDS = frozenset({"observation", "session"})
 SEARCHABLE_KINDS = frozenset({"observation", "session", "memory", "lesson"})
+MAX_DEPTH = 1_000
+"""How far down the index ranking a search reads to fill a page when hidden (faded) records are skipped."""
 
 
 class SearchService(Service):
     """Turns queries into ranked, compact hits and ids into full records."""
+
+    def __init__(self, deps: Deps, lessons: LessonService) -> None:
+        super().__init__(deps)
+        self.lessons = lessons  # tells faded lessons apart (their decay is computed when read)
 
     async def recall(
         self,
@@ -49,6 +58,7 @@ class SearchService(Service):
         if unknown:
             raise InvalidInputError("kinds", f"unknown kind {sorted(unknown)[0]!r}; use {sorted(SEARCHABLE_KINDS)}")
         start, end = time_window(since, until)
+        shown, searched = self._scrubbed(query)
         if session_id is not None:
             async with self.db.read() as conn:
                 session_id = (await SessionRepository(conn).get(session_id, project)).id
@@ -59,11 +69,9 @@ class SearchService(Service):
             since=epoch_or_none(start),
             until=epoch_or_none(end),
         )
-        vector = await self.query_vector(query)
-        found = self.deps.index.search(project, query, flt, limit, now=self.now().timestamp(), vector=vector)
         async with self.db.read(snapshot=False) as conn:  # hits are rendered one by one anyway
-            hits = await self._render(conn, project, found, neighbours)
-        return RecallResult(project=project, query=query, hits=hits)
+            hits = await self._search(conn, project, searched, flt, limit, neighbours)
+        return RecallResult(project=project, query=shown, hits=hits)
 
     async def smart_search(
         self,
@@ -77,20 +85,48 @@ class SearchService(Service):
         """Compact hits across kinds for `query`, plus full records for `ids`."""
         if not query and not ids:
             raise InvalidInputError("query", "give a query, or ids of records to fetch in full")
-        result = SmartSearchResult(project=project, query=query)
+        shown, searched = self._scrubbed(query) if query is not None else (None, "")
+        result = SmartSearchResult(project=project, query=shown)
         wanted = frozenset(kinds) if kinds else SEARCHABLE_KINDS
         if wanted - SEARCHABLE_KINDS:
             raise InvalidInputError("kinds", f"must be among {sorted(SEARCHABLE_KINDS)}")
-        vector = await self.query_vector(query) if query else None
         async with self.db.read(snapshot=False) as conn:  # hits are rendered one by one anyway
-            if query:
-                found = self.deps.index.search(
-                    project, query, SearchFilter(kinds=wanted), limit, now=self.now().timestamp(), vector=vector
-                )
-                result.hits = await self._render(conn, project, found)
+            if searched:
+                result.hits = await self._search(conn, project, searched, SearchFilter(kinds=wanted), limit)
             if ids:
                 await self._fetch(conn, project, list(dict.fromkeys(ids)), result)
         return result
+
+    def _scrubbed(self, query: str) -> tuple[str, str]:
+        """The query as echoed (secrets and private parts shown as removed) and as searched (without them).
+
+        A redacted secret cannot match anything stored, and must not reach an embedding provider.
+        """
+        shown = self.scrubber().text(query)
+        return shown, " ".join(without_markers(shown).split())
+
+    async def _search(
+        self, conn: Conn, project: str, query: str, flt: SearchFilter, limit: int, neighbours: int = 0
+    ) -> list[Hit]:
+        """The best `limit` hits of the project, with global lessons ranked in when lessons are searched.
+
+        Faded lessons are skipped, so the ranking is read deeper until the page is full or exhausted.
+        """
+        if not query:
+            return []
+        searches = [(project, flt)]
+        if project != GLOBAL_PROJECT and (flt.kinds is None or "lesson" in flt.kinds):
+            searches.append((GLOBAL_PROJECT, replace(flt, kinds=frozenset({"lesson"}))))
+        vector = await self.query_vector(query)
+        now = self.now().timestamp()
+        depth = limit
+        while True:
+            ranked = [self.deps.index.search(scope, query, f, depth, now=now, vector=vector) for scope, f in searches]
+            found = sorted((h for hits in ranked for h in hits), key=lambda h: -h.score)  # ties: the project first
+            hits = await self._render(conn, project, found, neighbours)
+            if len(hits) >= limit or depth >= MAX_DEPTH or all(len(r) < depth for r in ranked):
+                return hits[:limit]
+            depth = min(depth * 4, MAX_DEPTH)
 
     async def _fetch(self, conn: Conn, project: str, ids: list[str], into: SmartSearchResult) -> None:
         by_kind: dict[str, list[str]] = {}
@@ -151,7 +187,10 @@ class SearchService(Service):
                 occurred_at=mem.occurred_at,
                 created_at=mem.created_at,
             )
-        for lesson in await LessonRepository(conn).get_many(ids_by_kind.get("lesson", []), [project]):
+        lessons = await LessonRepository(conn).get_many(ids_by_kind.get("lesson", []), [project, GLOBAL_PROJECT])
+        for lesson in lessons:
+            if self.lessons.faded(lesson, self.lessons.confidence(lesson)):
+                continue  # decayed away: hidden as memory_lesson_recall hides it, before consolidate marks it
             rendered[lesson.id] = Hit(
                 id=lesson.id,
                 kind="lesson",

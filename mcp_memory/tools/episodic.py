@@ -33,17 +33,18 @@ from mcp_memory.tools._common import (
 )
 from mcp_memory.tools.caller import agent_of, project_of
 
+TYPE_PATTERN = r"^[a-z][a-z0-9_]{0,39}$"
 ObservationType = Annotated[
     str,
     Field(
-        pattern=r"^[a-z][a-z0-9_]{0,39}$",
+        pattern=TYPE_PATTERN,
         description="Kind of event: decision, error, fix, file_change, tool_use, discovery, preference, "
         "conversation, note (or your own lower_snake_case type).",
     ),
 ]
 Types = Annotated[
-    list[Annotated[str, Field(max_length=40)]] | None,
-    Field(max_length=20, description="Only these observation types."),
+    list[Annotated[str, Field(pattern=TYPE_PATTERN)]] | None,
+    Field(max_length=20, description="Only these observation types (lower_snake_case, as memory_observe takes)."),
 ]
 
 
@@ -161,7 +162,9 @@ async def memory_observations(
 async def memory_timeline(
     ctx: Ctx,
     anchor: Annotated[str | None, Field(max_length=128, description="Observation id to centre on.")] = None,
-    at: Annotated[str | None, Field(max_length=40, description="Or a moment (ISO-8601) to centre on.")] = None,
+    at: Annotated[
+        str | None, Field(max_length=40, description="Or a moment (ISO-8601) to centre on; not with anchor.")
+    ] = None,
     session_id: Annotated[str | None, Field(max_length=128, description="Only this session.")] = None,
     before: Annotated[int, Field(ge=0, le=100, description="Observations before the anchor.")] = 10,
     after: Annotated[int, Field(ge=0, le=100, description="Observations after the anchor.")] = 10,

@@ -33,7 +33,7 @@ MemoryKind = Annotated[
 ]
 Kinds = Annotated[
     list[Literal["observation", "memory", "session", "lesson"]] | None,
-    Field(max_length=4, description="Restrict to these kinds of record; default all."),
+    Field(max_length=4, description="Restrict to these kinds of record; default all (lessons include global ones)."),
 ]
 
 
