@@ -206,3 +206,11 @@ class Relation(Record):
     note: str | None = None
     created_at: str
     updated_at: str
+
+
+class Reflection(Record):
+    """What the last memory_reflect over a project found, kept on its profile."""
+
+    project: str
+    reflected_at: str
+    insights: list[str] = Field(default_factory=list)

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel
 
+from mcp_memory.errors import ConflictError
 from mcp_memory.models import records as r
 from mcp_memory.repositories.base import Repository, dump_json, placeholders, row_dict
 
@@ -25,16 +27,39 @@ class TableSpec:
     join: str = ""
     refs: tuple[tuple[str, str | None], ...] = ()
     """Columns naming another record: (column, its table, or None when the id's prefix says)."""
+    kind: str | None = None
+    """The record kind its ids name by their prefix (mcp_memory.ids); None: ids chosen by callers."""
+    unique: tuple[str, ...] = ()
+    """Columns no two records of the table may share the values of (a UNIQUE rule besides the key)."""
+    stamp: str = "updated_at"
+    """The time that makes an imported row replace the stored one when it is later."""
+    meta_prefix: str | None = None
+    """Rows kept in the meta table instead, one per project under this key prefix, the other columns
+    as the value's JSON object."""
 
     @property
     def columns(self) -> list[str]:
         return list(self.model.model_fields)
 
+    @property
+    def source(self) -> str:
+        """What its rows are selected from: the table, or a query of the meta entries standing for it."""
+        if self.meta_prefix is None:
+            return self.name
+        values = ", ".join(f"json_extract(value, '$.{c}') AS {c}" for c in self.columns if c != "project")
+        start = len(self.meta_prefix) + 1
+        return f"(SELECT substr(key, {start}) AS project, {values} FROM meta WHERE key GLOB '{self.meta_prefix}*')"
+
 
 TABLES: tuple[TableSpec, ...] = (
     TableSpec("sessions", r.Session, ("id",)),
     TableSpec(
-        "observations", r.Observation, ("id",), ("facts", "concepts", "files"), refs=(("session_id", "sessions"),)
+        "observations",
+        r.Observation,
+        ("id",),
+        ("facts", "concepts", "files"),
+        refs=(("session_id", "sessions"),),
+        kind="observation",
     ),
     TableSpec(
         "memories",
@@ -48,8 +73,9 @@ TABLES: tuple[TableSpec, ...] = (
             ("parent_id", "memories"),
             ("superseded_by", "memories"),
         ),
+        kind="memory",
     ),
-    TableSpec("lessons", r.Lesson, ("id",), ("tags", "source")),
+    TableSpec("lessons", r.Lesson, ("id",), ("tags", "source"), unique=("project", "fingerprint"), kind="lesson"),
     TableSpec(
         "outcomes",
         r.Outcome,
@@ -57,8 +83,9 @@ TABLES: tuple[TableSpec, ...] = (
         ("steps", "mistakes", "successes"),
         ("success", "task_type_inferred"),
         refs=(("session_id", "sessions"),),
+        kind="outcome",
     ),
-    TableSpec("mistake_cards", r.MistakeCard, ("id",)),
+    TableSpec("mistake_cards", r.MistakeCard, ("id",), unique=("project", "merge_key"), kind="mistake_card"),
     TableSpec(
         "outcome_mistake_cards",
         r.OutcomeMistakeCard,
@@ -67,8 +94,8 @@ TABLES: tuple[TableSpec, ...] = (
         join="JOIN outcomes o ON o.id = t.outcome_id",
         refs=(("outcome_id", "outcomes"), ("card_id", "mistake_cards")),
     ),
-    TableSpec("slots", r.Slot, ("id",), bool_columns=("pinned",)),
-    TableSpec("actions", r.Action, ("id",), ("tags",), refs=(("parent_id", "actions"),)),
+    TableSpec("slots", r.Slot, ("id",), bool_columns=("pinned",), unique=("project", "name"), kind="slot"),
+    TableSpec("actions", r.Action, ("id",), ("tags",), refs=(("parent_id", "actions"),), kind="action"),
     TableSpec(
         "action_dependencies",
         r.ActionDependency,
@@ -77,11 +104,32 @@ TABLES: tuple[TableSpec, ...] = (
         join="JOIN actions a ON a.id = t.action_id",
         refs=(("action_id", "actions"), ("depends_on", "actions")),
     ),
-    TableSpec("relations", r.Relation, ("id",), refs=(("source_id", None), ("target_id", None))),
+    TableSpec(
+        "relations",
+        r.Relation,
+        ("id",),
+        refs=(("source_id", None), ("target_id", None)),
+        unique=("source_id", "target_id", "type"),
+        kind="relation",
+    ),
+    # What memory_reflect keeps on a project's profile (services/reflect.py writes the same JSON).
+    TableSpec(
+        "reflections", r.Reflection, ("project",), ("insights",), stamp="reflected_at", meta_prefix="reflection:"
+    ),
 )
 TABLES_BY_NAME = {spec.name: spec for spec in TABLES}
 _SORT_ROWS = 20_000  # rows of some projects above which an export walks the key index (see dump_pages)
 _CHUNK = 400  # keys looked up per query (two columns each at most: well under SQLite's variable limit)
+
+
+class RowConflict(ConflictError):
+    """A row has the `unique` values of another record of its table; `position` is its index among
+    the records upserted."""
+
+    def __init__(self, spec: TableSpec, position: int) -> None:
+        super().__init__(f"{spec.name}: another record has the same {', '.join(spec.unique)}")
+        self.position = position
+        self.columns = spec.unique
 
 
 @dataclass(frozen=True, slots=True)
@@ -105,7 +153,7 @@ class ArchiveRepository(Repository):
     async def count(self, spec: TableSpec, projects: Sequence[str] | None) -> int:
         """How many rows `dump` would return."""
         where, params = _scope(spec, projects)
-        return int(await self.conn.fetchval(f"SELECT COUNT(*) FROM {spec.name} t {spec.join} {where}", params))
+        return int(await self.conn.fetchval(f"SELECT COUNT(*) FROM {spec.source} t {spec.join} {where}", params))
 
     async def dump_pages(
         self, spec: TableSpec, projects: Sequence[str] | None, size: int = 1000
@@ -122,8 +170,11 @@ class ArchiveRepository(Repository):
         """Insert each record, or update it when the stored copy is older; identical rows are left alone.
 
         Records are taken in order, as if upserted one by one (a key repeated in `records` meets
-        the copy written just before it), but stored rows are looked up a chunk at a time.
+        the copy written just before it), but stored rows are looked up a chunk at a time. A row
+        that would share the `unique` values of another record raises RowConflict.
         """
+        if spec.meta_prefix is not None:
+            return await self._upsert_meta(spec, records)
         cols = spec.columns
         rows = [self._row(spec, record) for record in records]
         current: dict[tuple[Any, ...], dict[str, Any]] = {}
@@ -140,22 +191,30 @@ class ArchiveRepository(Repository):
                 current[tuple(row[k] for k in spec.key)] = row
         key_where = " AND ".join(f"{k} = ?" for k in spec.key)
         changed = [c for c in cols if c not in spec.key]
+        holders = await self._holders(spec, rows)
         results = []
-        for values in rows:
+        for position, values in enumerate(rows):
             key = tuple(values[k] for k in spec.key)
             existing = current.get(key)
             if existing is not None and existing.get("project", values.get("project")) != values.get("project"):
                 results.append(UpsertResult(False, False, foreign=True))
                 continue
+            if existing is not None and (existing == values or not _newer(spec, values, existing)):
+                results.append(UpsertResult(False, False))
+                continue
+            if spec.unique:
+                unique = tuple(values[c] for c in spec.unique)
+                if holders.get(unique, key) != key:
+                    raise RowConflict(spec, position)
+                if existing is not None:
+                    holders.pop(tuple(existing[c] for c in spec.unique), None)
+                holders[unique] = key
             if existing is None:
                 await self.conn.execute(
                     f"INSERT INTO {spec.name} ({', '.join(cols)}) VALUES ({placeholders(len(cols))})",
                     tuple(values[c] for c in cols),
                 )
                 results.append(UpsertResult(True, False))
-            elif existing == values or not _newer(values, existing):
-                results.append(UpsertResult(False, False))
-                continue
             else:
                 await self.conn.execute(
                     f"UPDATE {spec.name} SET {', '.join(f'{c} = ?' for c in changed)} WHERE {key_where}",
@@ -163,6 +222,43 @@ class ArchiveRepository(Repository):
                 )
                 results.append(UpsertResult(False, True))
             current[key] = values
+        return results
+
+    async def _holders(self, spec: TableSpec, rows: Sequence[dict[str, Any]]) -> dict[tuple[Any, ...], tuple[Any, ...]]:
+        """unique values -> key of the stored records holding the `unique` values of some of `rows`."""
+        if not spec.unique:
+            return {}
+        found: dict[tuple[Any, ...], tuple[Any, ...]] = {}
+        wanted = list(dict.fromkeys(tuple(row[c] for c in spec.unique) for row in rows))
+        size = _CHUNK * 2 // len(spec.unique)
+        for start in range(0, len(wanted), size):
+            chunk = wanted[start : start + size]
+            tuples = ", ".join(f"({placeholders(len(spec.unique))})" for _ in chunk)
+            stored = await self.conn.fetchall(
+                f"SELECT {', '.join((*spec.unique, *spec.key))} FROM {spec.name} "
+                f"WHERE ({', '.join(spec.unique)}) IN (VALUES {tuples})",
+                tuple(v for values in chunk for v in values),
+            )
+            width = len(spec.unique)
+            found.update((tuple(row)[:width], tuple(row)[width:]) for row in stored)
+        return found
+
+    async def _upsert_meta(self, spec: TableSpec, records: Sequence[BaseModel]) -> list[UpsertResult]:
+        """`upsert_many` for a table kept in the meta table: a project's entry is replaced by a newer one."""
+        results = []
+        for record in records:
+            values = record.model_dump()
+            key = f"{spec.meta_prefix}{values.pop('project')}"
+            text = json.dumps(values, sort_keys=True)  # as services/reflect.py writes it
+            stored = await self.conn.fetchval("SELECT value FROM meta WHERE key = ?", (key,))
+            if stored is not None and (stored == text or not _newer(spec, values, json.loads(stored))):
+                results.append(UpsertResult(False, False))
+                continue
+            await self.conn.execute(
+                "INSERT INTO meta (key, value) VALUES (?, ?) ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+                (key, text),
+            )
+            results.append(UpsertResult(stored is None, stored is not None))
         return results
 
     @staticmethod
@@ -189,9 +285,54 @@ class ArchiveRepository(Repository):
             found.update((row[0], row[1]) for row in rows)
         return found
 
+    async def latest_versions(self, root_ids: Sequence[str]) -> dict[str, list[str]]:
+        """root id -> ids of the versions marked latest, for the memory chains of those roots."""
+        found: dict[str, list[str]] = {}
+        unique = list(dict.fromkeys(root_ids))
+        for start in range(0, len(unique), _CHUNK):
+            chunk = unique[start : start + _CHUNK]
+            rows = await self.conn.fetchall(
+                f"SELECT root_id, id FROM memories WHERE is_latest = 1 AND root_id IN ({placeholders(len(chunk))}) "
+                "ORDER BY root_id, id",
+                tuple(chunk),
+            )
+            for row in rows:
+                found.setdefault(row[0], []).append(row[1])
+        return found
+
+    async def in_cycles(self, edges: Literal["parent", "dependency"], ids: Sequence[str]) -> set[str]:
+        """Those of the actions `ids` that reach themselves along their parents ("parent") or
+        their dependencies ("dependency")."""
+        table, start, end = _ACTION_EDGES[edges]
+        found: set[str] = set()
+        unique = list(dict.fromkeys(ids))
+        for first in range(0, len(unique), _CHUNK):
+            chunk = unique[first : first + _CHUNK]
+            # UNION (not UNION ALL) keeps each (start, node) pair once, so a walk round a cycle ends.
+            rows = await self.conn.fetchall(
+                f"""WITH RECURSIVE walk (origin, node) AS (
+                        SELECT {start}, {end} FROM {table}
+                        WHERE {start} IN ({placeholders(len(chunk))}) AND {end} IS NOT NULL
+                        UNION
+                        SELECT walk.origin, e.{end} FROM walk JOIN {table} e ON e.{start} = walk.node
+                        WHERE e.{end} IS NOT NULL
+                    )
+                    SELECT DISTINCT origin FROM walk WHERE node = origin""",
+                tuple(chunk),
+            )
+            found.update(row[0] for row in rows)
+        return found
+
     async def defer_foreign_keys(self) -> None:
         """Check foreign keys at commit instead of per row, so rows may arrive in any order."""
         await self.conn.execute("PRAGMA defer_foreign_keys = ON")
+
+
+# How actions point at other actions: (table, the pointing column, the column pointed along).
+_ACTION_EDGES = {
+    "parent": ("actions", "id", "parent_id"),
+    "dependency": ("action_dependencies", "action_id", "depends_on"),
+}
 
 
 def _scope(spec: TableSpec, projects: Sequence[str] | None, walk: bool = False) -> tuple[str, tuple[str, ...]]:
@@ -209,9 +350,9 @@ def _dump_query(spec: TableSpec, projects: Sequence[str] | None, walk: bool = Fa
     cols = ", ".join(f"t.{c}" for c in spec.columns)
     where, params = _scope(spec, projects, walk)
     order = ", ".join(f"t.{k}" for k in spec.key)
-    return f"SELECT {cols} FROM {spec.name} t {spec.join} {where} ORDER BY {order}", params
+    return f"SELECT {cols} FROM {spec.source} t {spec.join} {where} ORDER BY {order}", params
 
 
-def _newer(values: dict[str, Any], stored: dict[str, Any]) -> bool:
+def _newer(spec: TableSpec, values: dict[str, Any], stored: dict[str, Any]) -> bool:
     """Whether an imported row was updated after the stored copy (rows without the column never are)."""
-    return "updated_at" in values and str(values["updated_at"]) > str(stored.get("updated_at"))
+    return spec.stamp in values and str(values[spec.stamp]) > str(stored.get(spec.stamp))

@@ -1,19 +1,23 @@
-"""Keeps an import inside its projects: no row replaces, or points at, another project's record.
+"""Checks an import across its rows: each stays inside its projects and the whole stays well formed.
 
-The one exception is a session name (a caller's conversation key): one that another project
-holds is stored scoped to the imported row's project, as memory_observe would store it.
+No row replaces, or points at, another project's record; the one exception is a session name (a
+caller's conversation key): one that another project holds is stored scoped to the imported row's
+project, as memory_observe would store it. Every record a row names is in the document or stored,
+no memory chain ends with two latest versions and no action becomes its own ancestor or waits for
+itself, as the tools guarantee.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Literal
 
 from pydantic import BaseModel
 
 from mcp_memory.errors import ImportFormatError
 from mcp_memory.ids import SCOPE_MARK, scoped_session_id
-from mcp_memory.models.records import Session
+from mcp_memory.models.records import Action, ActionDependency, Memory, Session
 from mcp_memory.repositories.archive import ArchiveRepository, TableSpec, UpsertResult
 from mcp_memory.repositories.relations import table_of
 from mcp_memory.services.common import GLOBAL_PROJECT
@@ -31,12 +35,22 @@ class _Claim:
     refs: tuple[tuple[str, str, str], ...]  # (column, table, id)
 
 
+@dataclass(frozen=True, slots=True)
+class _Suspect:
+    """An imported row that left a chain or an action graph malformed, unless a later row mends it."""
+
+    where: str
+    shape: Literal["chain", "parent", "dependency"]
+    key: str  # the memory chain's root id, or the action's id
+
+
 class ImportScope:
     """Checks each upserted chunk of an import; call `finish` after the last one."""
 
     def __init__(self, only_project: str | None) -> None:
         self.only_project = only_project
         self._pending: list[_Claim] = []  # rows naming records not stored yet (later in the document)
+        self._suspects: list[_Suspect] = []  # rows whose shape problem a later row might still mend
         self._renamed: dict[tuple[str, str], str] = {}  # (project, session name) -> the id it is stored under
 
     async def rename(self, repo: ArchiveRepository, spec: TableSpec, records: list[BaseModel]) -> list[BaseModel]:
@@ -94,11 +108,36 @@ class ImportScope:
             )
             claims.append(_Claim(where, getattr(record, "project", None) or self.only_project, refs))
         self._pending.extend(await self._settle(repo, claims, final=False))
+        changed = [
+            (f"document.tables.{spec.name}[{index}]", record)
+            for index, (record, result) in enumerate(zip(records, results, strict=True), start=first)
+            if result.inserted or result.updated
+        ]
+        self._suspects.extend(await self._misshapen(repo, _suspects(changed)))
 
     async def finish(self, repo: ArchiveRepository) -> None:
-        """Check the rows that named records stored later in the import (missing ones are left to foreign keys)."""
+        """Check the rows that named records stored later in the import, and the shapes left by the whole."""
         pending, self._pending = self._pending, []
         await self._settle(repo, pending, final=True)
+        suspects, self._suspects = self._suspects, []
+        misshapen = await self._misshapen(repo, suspects)
+        if misshapen:
+            first = misshapen[0]
+            raise ImportFormatError(f"{first.where}.{_PROBLEMS[first.shape].format(key=first.key)}")
+
+    @staticmethod
+    async def _misshapen(repo: ArchiveRepository, suspects: list[_Suspect]) -> list[_Suspect]:
+        """Those of the suspects whose chain or actions are malformed as things are stored now."""
+        latest = await repo.latest_versions([s.key for s in suspects if s.shape == "chain"])
+        parents = await repo.in_cycles("parent", [s.key for s in suspects if s.shape == "parent"])
+        waits = await repo.in_cycles("dependency", [s.key for s in suspects if s.shape == "dependency"])
+        return [
+            s
+            for s in suspects
+            if (s.shape == "chain" and len(latest.get(s.key, ())) > 1)
+            or (s.shape == "parent" and s.key in parents)
+            or (s.shape == "dependency" and s.key in waits)
+        ]
 
     async def _settle(self, repo: ArchiveRepository, claims: list[_Claim], final: bool) -> list[_Claim]:
         """Check every claim against the owners of what it names; returns those still waiting for a record."""
@@ -113,9 +152,13 @@ class ImportScope:
             if not final and any(owner is None for *_, owner in found):
                 waiting.append(claim)
                 continue
+            for (column, _, owner), (*_, record_id) in zip(found, claim.refs, strict=True):
+                if owner is None:
+                    raise ImportFormatError(
+                        f"{claim.where}.{column}: names {record_id!r}, which is neither in the document nor stored"
+                    )
             project = claim.project or found[0][2]
-            if project is None:
-                continue  # its parent row is missing: the foreign keys refuse it at commit
+            assert project is not None  # every reference was found
             for column, table, owner in found:
                 if (
                     owner is not None
@@ -124,3 +167,23 @@ class ImportScope:
                 ):
                     raise ImportFormatError(f"{claim.where}.{column}: names a record of another project")
         return waiting
+
+
+_PROBLEMS = {
+    "chain": "is_latest: memory chain {key} would have more than one latest version; a chain has one",
+    "parent": "parent_id: would make action {key} its own ancestor",
+    "dependency": "depends_on: would make a dependency cycle through action {key}",
+}
+
+
+def _suspects(rows: Sequence[tuple[str, BaseModel]]) -> list[_Suspect]:
+    """The written rows that could have broken a chain or an action graph, with what to check."""
+    found = []
+    for where, record in rows:
+        if isinstance(record, Memory) and record.is_latest:
+            found.append(_Suspect(where, "chain", record.root_id))
+        elif isinstance(record, Action) and record.parent_id is not None:
+            found.append(_Suspect(where, "parent", record.id))
+        elif isinstance(record, ActionDependency):
+            found.append(_Suspect(where, "dependency", record.action_id))
+    return found

@@ -18,7 +18,7 @@ from mcp_memory import __version__
 from mcp_memory.db import Tx
 from mcp_memory.errors import ConflictError, ImportFormatError, InvalidInputError, MCPMemoryError
 from mcp_memory.models.results import DiagnoseResult, EmbeddingReport, ExportResult, ImportResult, LatencyReport
-from mcp_memory.repositories.archive import TABLES, ArchiveRepository, TableSpec, UpsertResult
+from mcp_memory.repositories.archive import TABLES, ArchiveRepository, RowConflict, TableSpec, UpsertResult
 from mcp_memory.repositories.embeddings import EmbeddingRepository
 from mcp_memory.repositories.memories import MemoryRepository
 from mcp_memory.repositories.meta import MetaRepository
@@ -229,10 +229,8 @@ class OperationsService(Service):
             else:
                 assert path is not None
                 await self._import_file(await self._file_path("path", path), parse, progress, tally)
-        except ConflictError as exc:
-            raise ImportFormatError(
-                f"document: rows refer to records that are neither in the document nor stored ({exc})"
-            ) from None
+        except ConflictError as exc:  # every rule is checked row by row before this; a last safety net
+            raise ImportFormatError(f"document: {exc}") from None
         return ImportResult(
             inserted=tally.inserted,
             updated=tally.updated,
@@ -273,7 +271,14 @@ class OperationsService(Service):
         """Upsert one chunk of a table's rows, note the changes and bring the index in line."""
         archive = ArchiveRepository(tx)
         chunk = await tally.scope.rename(archive, spec, chunk)
-        outcomes = await archive.upsert_many(spec, chunk)
+        try:
+            outcomes = await archive.upsert_many(spec, chunk)
+        except RowConflict as exc:
+            where = f"document.tables.{spec.name}[{tally.seen(spec.name) + exc.position}].{exc.columns[-1]}"
+            raise ImportFormatError(
+                f"{where}: another record (stored, or earlier in the document) has the same "
+                f"{', '.join(exc.columns)}; give the row that record's id, or change it"
+            ) from None
         await tally.scope.check(archive, spec, tally.seen(spec.name), chunk, outcomes)
         touched = []
         for record, outcome in zip(chunk, outcomes, strict=True):
@@ -290,7 +295,12 @@ class OperationsService(Service):
     async def _file_path(self, field: str, path: str) -> anyio.Path:
         if not self.settings.file_paths_allowed:
             raise InvalidInputError(field, "file paths are disabled on this server; pass the document inline")
-        return await (await anyio.Path(path).expanduser()).absolute()
+        if not path.strip():  # "" would be the current folder
+            raise InvalidInputError(field, "must name a file; leave path out for an inline document")
+        target = await (await anyio.Path(path).expanduser()).absolute()
+        if await target.is_dir():
+            raise InvalidInputError(field, f"{target} is a folder; name a file")
+        return target
 
 
 @dataclass
