@@ -10,35 +10,48 @@ from typing import Any, get_args
 
 from mcp_memory import __version__
 from mcp_memory.config import Settings
+from mcp_memory.errors import MCPMemoryError
 from mcp_memory.transports import serve
 
 logger = logging.getLogger("mcp_memory")
 
 
-def _parser() -> argparse.ArgumentParser:
+def _options(default: Any) -> argparse.ArgumentParser:
+    """Every setting as an option; `default` is what an option left out leaves in the namespace."""
     options = argparse.ArgumentParser(add_help=False)
     group = options.add_argument_group("options (each also read from the environment variable shown)")
     for name, field in Settings.model_fields.items():
         flag, env = Settings.option_name(name), Settings.env_name(name)
-        default = field.get_default(call_default_factory=True)
-        help_text = f"{field.description} [env {env}; default {default}]"
-        kwargs: dict[str, Any] = {"dest": name, "default": None, "help": help_text}
+        shown = field.get_default(call_default_factory=True)
+        help_text = f"{field.description} [env {env}; default {shown}]"
+        kwargs: dict[str, Any] = {"dest": name, "default": default, "help": help_text}
         choices = get_args(field.annotation)
-        if field.annotation is bool:
+        if field.annotation is bool or set(choices) == {bool, type(None)}:
             kwargs["action"] = argparse.BooleanOptionalAction
         elif choices and all(isinstance(c, str) for c in choices):
+            # Case-insensitive: `--log-level debug` names the same level as DEBUG.
+            by_lower = {c.lower(): c for c in choices}
+            kwargs["type"] = lambda value, by_lower=by_lower: by_lower.get(value.lower(), value)
             kwargs["choices"] = choices
         group.add_argument(flag, **kwargs)
+    return options
+
+
+def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="mcp-memory",
         description="mcp-memory: a Model Context Protocol server that gives AI agents durable memory.",
         epilog="Runs `serve` when no command is given. Logs go to stderr; under stdio, stdout is the protocol.",
-        parents=[options],
+        parents=[_options(None)],
     )
     parser.add_argument("--version", action="version", version=f"mcp-memory {__version__}")
     commands = parser.add_subparsers(dest="command", metavar="command")
     commands.add_parser(
-        "serve", parents=[options], help="run the MCP server (the default)", description="Run the MCP server."
+        # SUPPRESS: an option left out after `serve` must not overwrite one given before it.
+        "serve",
+        parents=[_options(argparse.SUPPRESS)],
+        help="run the MCP server (the default)",
+        description="Run the MCP server.",
     )
     return parser
 
@@ -56,13 +69,18 @@ def main(argv: Sequence[str] | None = None) -> int:
         level=settings.log_level, stream=sys.stderr, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
     logger.info("database %s", settings.db)
-    if settings.transport != "stdio":
+
+    def announce() -> None:
         print(_banner(settings), file=sys.stderr, flush=True)  # noqa: T201 - the person starting it reads this
+
     try:
-        return serve(settings)
+        return serve(settings, announce)
     except ValueError as exc:
         print(f"mcp-memory: {exc}", file=sys.stderr)  # noqa: T201 - the CLI's own error output
         return 2
+    except MCPMemoryError as exc:  # the database could not be opened: one line, not a traceback
+        print(f"mcp-memory: {exc}", file=sys.stderr)  # noqa: T201 - the CLI's own error output
+        return 1
     except KeyboardInterrupt:
         return 0
 
@@ -70,7 +88,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 def _banner(settings: Settings) -> str:
     """How to reach an HTTP server, printed at start-up."""
     path = "/mcp" if settings.transport == "streamable-http" else "/sse"
-    url = f"http://{settings.host}:{settings.port}{path}"
+    host = f"[{settings.host}]" if ":" in settings.host else settings.host
+    url = f"http://{host}:{settings.port}{path}"
     kind = "Streamable HTTP" if settings.transport == "streamable-http" else "SSE"
     return (
         f"mcp-memory {__version__} serving {kind} at {url}\n"

@@ -29,7 +29,8 @@ def default_db_path() -> Path:
 class Settings(BaseModel):
     """Everything the server can be told; immutable once built."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    # allow_inf_nan=False: every float setting is a finite quantity; "inf" or "nan" is a mistake.
+    model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
 
     db: Path = Field(default_factory=default_db_path, description="SQLite database file (created on first run).")
     project: str = Field(
@@ -55,7 +56,8 @@ class Settings(BaseModel):
     )
     allowed_hosts: list[str] = Field(
         default_factory=list,
-        description="Extra Host header values accepted (comma-separated, host:port or host:*); loopback names always.",
+        description="Extra Host header values accepted, comma-separated: host or host:* (any port or none), or "
+        "host:port; case-insensitive, and each also allows its http(s) Origins; loopback names always.",
     )
     allowed_origins: list[str] = Field(
         default_factory=list, description="Extra browser Origins accepted (comma-separated, e.g. https://app.example)."
@@ -121,7 +123,9 @@ class Settings(BaseModel):
         "full",
         description="SQLite fsync policy: full survives power loss; normal survives process crashes only.",
     )
-    busy_timeout_ms: int = Field(10_000, ge=0, description="How long a writer waits for another process's write lock.")
+    busy_timeout_ms: int = Field(
+        10_000, ge=0, description="How long, in all, a writer waits for another process's write lock."
+    )
     index_cache: bool = Field(
         True, description="Save the built search index beside the database; a restart loads it instead of rebuilding."
     )
@@ -191,6 +195,11 @@ class Settings(BaseModel):
     @classmethod
     def _expand_home(cls, value: Path | None) -> Path | None:
         return None if value is None else value.expanduser()
+
+    @field_validator("log_level", mode="before")
+    @classmethod
+    def _upper_level(cls, value: object) -> object:
+        return value.upper() if isinstance(value, str) else value
 
     @field_validator("allowed_hosts", "allowed_origins", mode="before")
     @classmethod

@@ -15,6 +15,7 @@ import functools
 import json
 import logging
 import sqlite3
+import time
 from collections.abc import AsyncIterator, Callable, Iterable, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
@@ -31,7 +32,7 @@ logger = logging.getLogger(__name__)
 Row = sqlite3.Row
 Params = Sequence[Any] | dict[str, Any]
 
-_BEGIN_ATTEMPTS = 4
+_BEGIN_RETRY_PAUSE_S = 0.05
 
 
 def _translate(exc: sqlite3.Error) -> Exception:
@@ -223,8 +224,16 @@ _current_tx: contextvars.ContextVar[Tx | None] = contextvars.ContextVar("mcp_mem
 class Database:
     """The SQLite file: one writer connection, a small pool of readers, migrations applied at open."""
 
-    def __init__(self, path: Path, writer: aiosqlite.Connection, readers: list[aiosqlite.Connection]) -> None:
+    def __init__(
+        self,
+        path: Path,
+        writer: aiosqlite.Connection,
+        readers: list[aiosqlite.Connection],
+        *,
+        busy_timeout_ms: int = 10_000,
+    ) -> None:
         self.path = path
+        self._busy_timeout_s = busy_timeout_ms / 1000
         self._writer = writer
         self._write_lock = anyio.Lock()
         self._readers = readers
@@ -249,9 +258,12 @@ class Database:
         """Open (creating if needed) the database file, configure it and apply pending migrations."""
         from mcp_memory.migrations import apply_migrations
 
-        await anyio.Path(path.parent).mkdir(parents=True, exist_ok=True)
-        writer = await _connect(path, busy_timeout_ms, synchronous)
-        db = cls(path, writer, [])
+        try:
+            await anyio.Path(path.parent).mkdir(parents=True, exist_ok=True)
+            writer = await _connect(path, busy_timeout_ms, synchronous)
+        except (OSError, sqlite3.Error) as exc:
+            raise _cannot_open(path, exc) from exc
+        db = cls(path, writer, [], busy_timeout_ms=busy_timeout_ms)
         try:
             mode = await (await writer.execute("PRAGMA journal_mode=WAL")).fetchone()
             if mode is None or str(mode[0]).lower() != "wal":
@@ -262,9 +274,12 @@ class Database:
             db._reader_available = anyio.Semaphore(readers)
             # after the readers: an up-to-date file is recognised by a read, without the write lock
             await apply_migrations(db)
-        except BaseException:
-            for conn in (*db._readers, writer):
-                await conn.close()
+        except BaseException as exc:
+            with anyio.CancelScope(shield=True):
+                for conn in (*db._readers, writer):
+                    await conn.close()
+            if isinstance(exc, sqlite3.Error):
+                raise _cannot_open(path, exc) from exc
             raise
         return db
 
@@ -367,17 +382,23 @@ class Database:
                 self._free_readers.append(raw)
 
     async def _begin(self) -> None:
-        # BEGIN IMMEDIATE waits busy_timeout for the lock; retrying it is safe: nothing is written yet.
-        for attempt in range(_BEGIN_ATTEMPTS):
+        # BEGIN IMMEDIATE waits busy_timeout for the lock, but SQLite can also report busy at once
+        # (e.g. while another connection recovers the WAL), so a busy BEGIN is retried; retrying is
+        # safe (nothing is written yet) and stops once busy_timeout has passed in all.
+        deadline = time.monotonic() + self._busy_timeout_s
+        attempt = 0
+        while True:
             try:
                 await self._writer.execute("BEGIN IMMEDIATE")
                 return
             except sqlite3.OperationalError as exc:
+                attempt += 1
                 busy = "locked" in str(exc) or "busy" in str(exc)
-                if attempt == _BEGIN_ATTEMPTS - 1 or not busy:
+                pause = min(_BEGIN_RETRY_PAUSE_S * attempt, 0.5)
+                if not busy or time.monotonic() + pause >= deadline:
                     raise _translate(exc) from exc
-                logger.info("database busy, retrying BEGIN IMMEDIATE (%d)", attempt + 1)
-                await anyio.sleep(0.05 * (attempt + 1))
+                logger.info("database busy, retrying BEGIN IMMEDIATE (%d)", attempt)
+                await anyio.sleep(pause)
 
     async def _rollback(self) -> None:
         try:
@@ -433,15 +454,35 @@ def _run_callbacks(tx: Tx, listeners: list[Callable[[Tx], None]]) -> None:
             logger.exception("post-commit callback failed after %s", tx.action)
 
 
+def _cannot_open(path: Path, exc: OSError | sqlite3.Error) -> StorageError:
+    """The one-line error of a database file that cannot be used at all."""
+    reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+    return StorageError(f"cannot open database {path}: {reason}")
+
+
 async def _connect(path: Path, busy_timeout_ms: int, synchronous: str) -> aiosqlite.Connection:
     # isolation_level=None: the driver never opens transactions behind our back; we say BEGIN.
-    raw = await aiosqlite.connect(path, isolation_level=None)
+    pending = aiosqlite.connect(path, isolation_level=None)
+    try:
+        raw = await pending
+    except BaseException:
+        # aiosqlite stops its thread after a failed open without waiting for it; wait here, or the
+        # thread outlives the event loop and dies with a traceback at exit.
+        with anyio.CancelScope(shield=True):
+            await anyio.to_thread.run_sync(pending._thread.join, 5.0)
+        raise
     raw.row_factory = sqlite3.Row
-    for pragma in (
-        f"PRAGMA busy_timeout={int(busy_timeout_ms)}",
-        "PRAGMA foreign_keys=ON",
-        f"PRAGMA synchronous={'FULL' if synchronous == 'full' else 'NORMAL'}",
-        "PRAGMA temp_store=MEMORY",
-    ):
-        await raw.execute(pragma)
+    try:
+        for pragma in (
+            f"PRAGMA busy_timeout={int(busy_timeout_ms)}",
+            "PRAGMA foreign_keys=ON",
+            f"PRAGMA synchronous={'FULL' if synchronous == 'full' else 'NORMAL'}",
+            "PRAGMA temp_store=MEMORY",
+        ):
+            await raw.execute(pragma)
+    except BaseException:
+        # An open connection's thread is not a daemon: left open, it keeps the process alive.
+        with anyio.CancelScope(shield=True):
+            await raw.close()
+        raise
     return raw

@@ -15,6 +15,7 @@ import ipaddress
 import logging
 import os
 import signal
+import socket
 import sys
 import threading
 from collections.abc import AsyncIterator, Callable
@@ -33,6 +34,7 @@ from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from mcp_memory import __version__
 from mcp_memory.auth import load_grants
@@ -45,6 +47,7 @@ logger = logging.getLogger(__name__)
 WILDCARD = ("0.0.0.0", "::", "")
 GRACE_S = 10.0
 PARENT_POLL_S = 1.0
+RESPONSE_DRAIN_S = 0.5
 
 
 class CallTracker:
@@ -130,10 +133,16 @@ class _StdinLines:
 class _DrainingServer(uvicorn.Server):
     """uvicorn, but SIGTERM/SIGINT first let the calls in flight finish (up to a grace period)."""
 
-    def __init__(self, config: uvicorn.Config, tracker: CallTracker) -> None:
+    def __init__(self, config: uvicorn.Config, tracker: CallTracker, announce: Callable[[], None]) -> None:
         super().__init__(config)
         self._tracker = tracker
+        self._announce = announce
         self._draining = False
+
+    async def startup(self, sockets: list[socket.socket] | None = None) -> None:
+        await super().startup(sockets)
+        if self.started:
+            self._announce()
 
     def handle_exit(self, sig: int, frame: FrameType | None) -> None:
         if self._draining or self._tracker.active == 0:
@@ -156,13 +165,17 @@ class _DrainingServer(uvicorn.Server):
         self._captured_signals.clear()
 
 
-def serve(settings: Settings) -> int:
-    """Run the server the settings describe until it is stopped; returns the exit status."""
+def serve(settings: Settings, announce: Callable[[], None] = lambda: None) -> int:
+    """Run the server the settings describe until it is stopped; returns the exit status.
+
+    `announce` runs once an HTTP server is listening. Raises ValueError for a refused
+    configuration and MCPMemoryError for a database that cannot be opened.
+    """
     shared = SharedApp(settings)
     tracker = CallTracker()
     if settings.transport == "stdio":
         server = build_server(settings, shared=shared, middleware=[tracker])
-        anyio.run(_run_stdio, server, tracker)
+        anyio.run(_run_stdio, server, shared, tracker)
         return 0
     grants = load_grants(settings)
     if not is_loopback(settings.host) and not grants and not settings.insecure:
@@ -177,30 +190,76 @@ def serve(settings: Settings) -> int:
         host=settings.host,
         port=settings.port,
         log_level=settings.log_level.lower(),
+        # No config of uvicorn's own: its loggers (access log included) reach ours, on stderr.
+        log_config=None,
         timeout_graceful_shutdown=int(GRACE_S),
         lifespan="on",
     )
-    anyio.run(_DrainingServer(config, tracker).serve)
-    return 0
+    http = _DrainingServer(config, tracker, announce)
+
+    async def run() -> None:
+        # Open the database before uvicorn starts, so a bad one fails start-up plainly.
+        async with shared.use():
+            await http.serve()
+
+    anyio.run(run)
+    return 0 if http.started else 1
 
 
 def transport_security(settings: Settings) -> TransportSecuritySettings:
-    """Host/Origin allow-lists: loopback names always, the bind address, and what was configured."""
+    """Host/Origin allow-lists: loopback names always, the bind address, and what was configured.
+
+    A host given bare or as `host:*` is accepted with any port and without one (a reverse proxy
+    sends `Host: memory.example.com`); `host:port` only with that port. Each allowed host also
+    allows its http and https Origins. Everything is lower case: `_LowerCaseHostOrigin` folds
+    the request's headers to match, since host names are case-insensitive.
+    """
     if settings.host in WILDCARD and not settings.allowed_hosts:
         raise ValueError(
             f"--host {settings.host or '(all)'}: name the Host values clients will use with --allowed-hosts "
             "(e.g. memory.example.com:*), so DNS-rebinding protection can stay on"
         )
-    hosts = ["127.0.0.1:*", "localhost:*", "[::1]:*"]
+    entries = ["127.0.0.1", "localhost", "[::1]"]
     if settings.host not in ("127.0.0.1", "localhost", "::1") and settings.host not in WILDCARD:
-        hosts.append(f"[{settings.host}]:*" if ":" in settings.host else f"{settings.host}:*")
-    hosts += settings.allowed_hosts
+        entries.append(f"[{settings.host}]" if ":" in settings.host else settings.host)
+    entries += settings.allowed_hosts
+    hosts: list[str] = []
+    for entry in entries:
+        base, port = _split_host(entry.strip().lower())
+        hosts += [f"{base}:{port}"] if port not in (None, "*") else [base, f"{base}:*"]
     origins = [f"{scheme}://{host}" for host in hosts for scheme in ("http", "https")]
     return TransportSecuritySettings(
         enable_dns_rebinding_protection=True,
         allowed_hosts=list(dict.fromkeys(hosts)),
-        allowed_origins=list(dict.fromkeys([*origins, *settings.allowed_origins])),
+        allowed_origins=list(dict.fromkeys([*origins, *(o.lower() for o in settings.allowed_origins)])),
     )
+
+
+def _split_host(entry: str) -> tuple[str, str | None]:
+    """`host[:port]` (IPv6 in brackets) as (host, port or None); port may be `*`."""
+    if entry.startswith("["):
+        base, _, rest = entry.partition("]")
+        return base + "]", rest[1:] if rest.startswith(":") else None
+    if entry.count(":") == 1:
+        base, _, port = entry.partition(":")
+        return base, port
+    return (f"[{entry}]" if ":" in entry else entry), None
+
+
+class _LowerCaseHostOrigin:
+    """ASGI middleware: Host and Origin headers in lower case, so the SDK's exact-match checks
+    treat `Memory.Example.com` as the allowed `memory.example.com`."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http":
+            headers = [
+                (name, value.lower() if name in (b"host", b"origin") else value) for name, value in scope["headers"]
+            ]
+            scope = {**scope, "headers": headers}
+        await self.app(scope, receive, send)
 
 
 def http_app(server: MCPServer[AppContext], settings: Settings, shared: SharedApp) -> Starlette:
@@ -237,12 +296,14 @@ def http_app(server: MCPServer[AppContext], settings: Settings, shared: SharedAp
             yield
 
     app.router.lifespan_context = lifespan
+    app.add_middleware(_LowerCaseHostOrigin)
     return app
 
 
-async def _run_stdio(server: MCPServer[AppContext], tracker: CallTracker) -> None:
+async def _run_stdio(server: MCPServer[AppContext], shared: SharedApp, tracker: CallTracker) -> None:
     lowlevel = server._lowlevel_server  # the SDK's run_stdio_async offers no way to pass our stdin
-    async with anyio.create_task_group() as tg:
+    # Open the database before speaking the protocol, so a bad one fails start-up plainly.
+    async with shared.use(), anyio.create_task_group() as tg:
         tg.start_soon(_watch_parent, tg.cancel_scope.cancel)
         tg.start_soon(_watch_signals, tracker, tg.cancel_scope.cancel)
         async with stdio_server(stdin=_StdinLines()) as (read_stream, write_stream):  # type: ignore[arg-type]
@@ -269,5 +330,8 @@ async def _watch_signals(tracker: CallTracker, stop: Callable[[], None]) -> None
                 await tracker.idle()
             if waited.cancelled_caught:
                 logger.warning("calls still running after %.0f s; stopping anyway", GRACE_S)
+            else:
+                # A call is finished before the SDK writes its response to stdout; give that a moment.
+                await anyio.sleep(RESPONSE_DRAIN_S)
             stop()
             return
