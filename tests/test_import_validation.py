@@ -15,18 +15,9 @@ from mcp_memory.config import Settings
 from mcp_memory.server import build_server
 from mcp_memory.services import operations
 from tests.conftest import FakeClock, call, call_error
+from tests.test_tools_operations import export_document, fresh_settings
 
 Tables = dict[str, list[dict[str, Any]]]
-
-
-def fresh_settings(tmp_path: Path, name: str = "fresh") -> Settings:
-    return Settings(db=tmp_path / name / "memory.db", project="test", synchronous="normal")
-
-
-async def export_document(client: Client, **args: Any) -> dict[str, Any]:
-    document = (await call(client, "memory_export", **args))["document"]
-    assert document is not None
-    return document
 
 
 @pytest.fixture(scope="module")

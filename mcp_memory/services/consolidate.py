@@ -40,6 +40,7 @@ from mcp_memory.services.episodic import EpisodicService
 from mcp_memory.services.lessons import LessonService
 from mcp_memory.services.memories import SUPERSEDE_THRESHOLD, MemoryService
 from mcp_memory.services.outcomes import jaccard as outcome_jaccard
+from mcp_memory.services.outcomes import source_count
 from mcp_memory.services.summaries import SummaryService
 
 DECAY_STEP = 0.001
@@ -246,10 +247,10 @@ class ConsolidateService(Service):
                 continue
             gone, won = len(moved[heuristic.id]), sum(1 for o in moved[heuristic.id] if o.success)
             source = heuristic.source | {
-                "outcomes": max(0, _count(heuristic.source, "outcomes") - gone),
-                "successes": max(0, _count(heuristic.source, "successes") - won),
-                "pruned_outcomes": _count(heuristic.source, "pruned_outcomes") + gone,
-                "pruned_successes": _count(heuristic.source, "pruned_successes") + won,
+                "outcomes": max(0, source_count(heuristic.source, "outcomes") - gone),
+                "successes": max(0, source_count(heuristic.source, "successes") - won),
+                "pruned_outcomes": source_count(heuristic.source, "pruned_outcomes") + gone,
+                "pruned_successes": source_count(heuristic.source, "pruned_successes") + won,
             }
             await self.lessons.store(
                 tx, heuristic.model_copy(update={"source": source, "updated_at": self.now_iso()}), "update"
@@ -286,18 +287,13 @@ def evidence_share(heuristic: Lesson) -> float:
     neither, its stored confidence is the best record there is.
     """
     source = heuristic.source
-    outcomes = _count(source, "outcomes") + _count(source, "pruned_outcomes")
+    outcomes = source_count(source, "outcomes") + source_count(source, "pruned_outcomes")
     if outcomes > 0:
-        return (_count(source, "successes") + _count(source, "pruned_successes")) / outcomes
+        return (source_count(source, "successes") + source_count(source, "pruned_successes")) / outcomes
     share = source.get("share")
     if isinstance(share, int | float):
         return float(share)
     return heuristic.confidence
-
-
-def _count(source: dict[str, object], key: str) -> int:
-    value = source.get(key)
-    return value if isinstance(value, int) and value > 0 else 0
 
 
 def _jaccard(a: frozenset[int], b: frozenset[int]) -> float:

@@ -84,10 +84,10 @@ class _Tally:
         return self.successes / self.outcomes if self.outcomes else 0.0
 
 
-def _stored_count(lesson: Lesson | None, key: str) -> int:
-    """A count kept in a derived lesson's source (0 when absent or not a number)."""
-    value = lesson.source.get(key, 0) if lesson is not None else 0
-    return value if isinstance(value, int) else 0
+def source_count(source: dict[str, object], key: str) -> int:
+    """A count kept in a derived lesson's source (0 when absent, negative or not a whole number)."""
+    value = source.get(key)
+    return value if isinstance(value, int) and value > 0 else 0
 
 
 def jaccard(a: frozenset[str], b: frozenset[str]) -> float:
@@ -224,8 +224,8 @@ class OutcomeService(Service):
         source = {"strategy": outcome.strategy, "outcomes": live.outcomes, "successes": live.successes}
         # Outcomes consolidation pruned still count: their tally lives on the heuristic.
         tally = _Tally(
-            live.outcomes + _stored_count(existing, "pruned_outcomes"),
-            live.successes + _stored_count(existing, "pruned_successes"),
+            live.outcomes + (source_count(existing.source, "pruned_outcomes") if existing else 0),
+            live.successes + (source_count(existing.source, "pruned_successes") if existing else 0),
         )
         context = f"Worked in {tally.successes} of {tally.outcomes} attempts with a similar strategy."
         if not self._holds(tally):
