@@ -252,11 +252,25 @@ _V4_ANALYZER_INDEX = [
     "CREATE INDEX search_docs_analyzer ON search_docs (analyzer)",
 ]
 
+_TABLE_OF_PREFIX = {
+    "obs": "observations", "mem": "memories", "les": "lessons", "out": "outcomes", "mc": "mistake_cards",
+    "slot": "slots", "act": "actions",
+}  # fmt: skip
+
+_V5_DANGLING_RELATIONS = [
+    # Deleting a slot or trimming a mistake card used to leave its relations behind, and an export
+    # holding such an edge cannot be imported: drop every edge whose end names a record that is gone.
+    f"DELETE FROM relations WHERE ({end} LIKE '{prefix}\\_%' ESCAPE '\\' AND {end} NOT IN (SELECT id FROM {table}))"
+    for prefix, table in _TABLE_OF_PREFIX.items()
+    for end in ("source_id", "target_id")
+]
+
 MIGRATIONS: list[tuple[int, str, list[str]]] = [
     (1, "foundation: every table of the product reference", _V1_FOUNDATION),
     (2, "ranking attributes on stored terms; embedding vectors", _V2_RANKING_AND_VECTORS),
     (3, "digests of indexed text, so vectors follow their records", _V3_TEXT_DIGESTS),
     (4, "an index on the analyzer version of stored terms, for a quick start-up check", _V4_ANALYZER_INDEX),
+    (5, "drop relations left pointing at deleted slots and mistake cards", _V5_DANGLING_RELATIONS),
 ]
 
 

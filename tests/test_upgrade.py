@@ -56,7 +56,7 @@ async def test_a_schema_1_file_is_migrated_and_re_analysed(settings: Settings, c
         hits = (await call(client, "memory_recall", query="Caroline support group 7 May 2023"))["hits"]
         found = await call(client, "memory_smart_search", query="adoption agencies")
 
-    assert diagnosis["schema_version"] == MIGRATIONS[-1][0] == 4
+    assert diagnosis["schema_version"] == MIGRATIONS[-1][0] == 5
     assert diagnosis["analyzer_version"] == ANALYZER_VERSION
     assert diagnosis["index_in_sync"] is True
     assert diagnosis["index_docs"] == diagnosis["stored_docs"] == {"observation": 3, "memory": 1}
@@ -64,3 +64,31 @@ async def test_a_schema_1_file_is_migrated_and_re_analysed(settings: Settings, c
     # the re-analysis restored each turn's place in its session, so context reaches the next turn
     assert ids[1] in {h["id"] for h in hits}
     assert [h["kind"] for h in found["hits"]] == ["memory"]
+
+
+async def test_relations_left_dangling_by_an_older_release_are_dropped(settings: Settings) -> None:
+    async with Client(build_server(settings)) as client:
+        memory = (await call(client, "memory_save", content="The deploy runs from the release branch."))["id"]
+        lesson = (await call(client, "memory_lesson_save", content="Tag the release before deploying."))["lesson"]
+        await call(client, "memory_relate", source_id=memory, target_id=lesson["id"])
+    with sqlite3.connect(settings.db) as conn:
+        # what slot deletion and mistake-card trimming used to leave behind
+        for relation, source, target in [
+            ("rel_a", memory, "slot_gone"),
+            ("rel_b", "mc_gone", memory),
+            ("rel_c", "mem_gone", lesson["id"]),
+        ]:
+            conn.execute(
+                "INSERT INTO relations (id, project, source_id, target_id, type, created_at, updated_at) "
+                "VALUES (?, 'test', ?, ?, 'related', '2026-01-01T00:00:00Z', '2026-01-01T00:00:00Z')",
+                (relation, source, target),
+            )
+        conn.execute("DELETE FROM schema_migrations WHERE version >= 5")
+
+    async with Client(build_server(settings)) as client:
+        edges = (await call(client, "memory_related", id=memory))["edges"]
+    with sqlite3.connect(settings.db) as conn:
+        stored = conn.execute("SELECT source_id, target_id FROM relations").fetchall()
+
+    assert stored == [(memory, lesson["id"])]
+    assert [(e["source_id"], e["target_id"]) for e in edges] == [(memory, lesson["id"])]

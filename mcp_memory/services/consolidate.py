@@ -41,6 +41,7 @@ from mcp_memory.services.lessons import LessonService
 from mcp_memory.services.memories import SUPERSEDE_THRESHOLD, MemoryService
 from mcp_memory.services.outcomes import jaccard as outcome_jaccard
 from mcp_memory.services.outcomes import source_count
+from mcp_memory.services.relations import drop_relations
 from mcp_memory.services.summaries import SummaryService
 
 DECAY_STEP = 0.001
@@ -208,7 +209,7 @@ class ConsolidateService(Service):
         counted_in = await self._carry_tallies(tx, holding, doomed)
         ids = [o.id for o in doomed]
         await OutcomeRepository(tx).delete(ids)
-        await RelationRepository(tx).delete_touching(ids)
+        await drop_relations(tx, ids)
         changes = []
         for outcome_id in ids:
             tx.changed("outcome", outcome_id, "prune")

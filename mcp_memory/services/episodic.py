@@ -21,11 +21,11 @@ from mcp_memory.models.results import (
 )
 from mcp_memory.repositories.meta import MetaRepository
 from mcp_memory.repositories.observations import ObservationRepository
-from mcp_memory.repositories.relations import RelationRepository
 from mcp_memory.repositories.sessions import SessionRepository
 from mcp_memory.services.common import Deps, Service, check_session_id, idle_cutoff, moment, time_window
 from mcp_memory.services.compress import TYPE_IMPORTANCE, compact_line, compress, shorten
 from mcp_memory.services.indexing import DocSpec
+from mcp_memory.services.relations import drop_relations
 
 CONTENT_INDEX_CHARS = 8_000
 """Content beyond this is stored but not indexed: a huge tool output would drown its own title."""
@@ -202,7 +202,7 @@ class EpisodicService(Service):
         victims = await observations.least_valuable(session_id, excess, keep=[keep] if keep else [])
         ids = [v.id for v in victims]
         await observations.delete(ids)
-        await RelationRepository(tx).delete_touching(ids)
+        await drop_relations(tx, ids)
         await self.deps.indexer.drop(tx, ids)
         for victim in victims:
             tx.changed("observation", victim.id, "fold")

@@ -14,13 +14,14 @@ from mcp_memory.models.results import ForgetResult
 from mcp_memory.repositories.lessons import LessonRepository
 from mcp_memory.repositories.memories import MemoryRepository
 from mcp_memory.repositories.observations import ObservationRepository
-from mcp_memory.repositories.relations import RecordNames, RelationRepository
+from mcp_memory.repositories.relations import RecordNames
 from mcp_memory.repositories.sessions import SessionRepository
 from mcp_memory.services.common import GLOBAL_PROJECT, Service, time_window
 from mcp_memory.services.compress import shorten
 from mcp_memory.services.episodic import observation_doc, session_doc
 from mcp_memory.services.indexing import FORGET_ACTION
 from mcp_memory.services.memories import memory_doc
+from mcp_memory.services.relations import drop_relations
 
 FILTERABLE = ("observation", "memory", "session", "lesson")
 """Kinds memory_forget can select by filter; every kind can be deleted by id."""
@@ -103,7 +104,7 @@ class ForgetService(Service):
                 await records.delete(other_kind, other_ids)
             doomed = [*plan.observations, *plan.memories, *plan.sessions, *plan.lessons]
             doomed += [i for ids_of_kind in plan.others.values() for i in ids_of_kind]
-            await RelationRepository(tx).delete_touching(doomed)
+            await drop_relations(tx, doomed)
             await self.deps.indexer.drop(tx, doomed)
             await self.deps.indexer.put_many(tx, [memory_doc(m) for m in await memories.get_many(orphans, project)])
             for kind_name, id_list in plan.as_dict().items():

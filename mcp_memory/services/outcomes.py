@@ -37,6 +37,7 @@ from mcp_memory.repositories.sessions import SessionRepository
 from mcp_memory.services.common import Deps, Scrubber, Service
 from mcp_memory.services.compress import shorten
 from mcp_memory.services.lessons import LessonService, fingerprint
+from mcp_memory.services.relations import drop_relations
 
 SUCCESS_SCORE = 0.5
 """A score at or above this counts as success when only a score is given."""
@@ -406,6 +407,7 @@ class OutcomeService(Service):
             ids.append(card_id)
         dropped = await repo.beyond(outcome.project, self.settings.max_mistake_cards)
         await repo.delete(dropped)
+        await drop_relations(tx, dropped)
         for card_id in dropped:
             tx.changed("mistake_card", card_id, "delete")
         return [i for i in ids if i not in dropped]

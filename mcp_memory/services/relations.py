@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from mcp_memory.db import Conn
+from mcp_memory.db import Conn, Tx
 from mcp_memory.errors import InvalidInputError, NotFoundError
 from mcp_memory.ids import kind_of, new_id
 from mcp_memory.models.organising import RelatedNode, RelatedResult, RelateResult, RelationView
@@ -27,6 +27,12 @@ def relation_view(r: Relation) -> RelationView:
         id=r.id, source_id=r.source_id, target_id=r.target_id, type=r.type, weight=r.weight, note=r.note,
         created_at=r.created_at,
     )  # fmt: skip
+
+
+async def drop_relations(tx: Tx, ids: Sequence[str]) -> None:
+    """Delete every relation touching the records `ids`, which are going away, and audit each one."""
+    for relation_id in await RelationRepository(tx).delete_touching(ids):
+        tx.changed("relation", relation_id, "delete")
 
 
 class RelationService(Service):

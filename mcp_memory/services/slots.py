@@ -17,6 +17,7 @@ from mcp_memory.models.organising import SlotDeleted, SlotList, SlotResult, Slot
 from mcp_memory.models.records import Slot
 from mcp_memory.repositories.slots import SlotRepository
 from mcp_memory.services.common import GLOBAL_PROJECT, Service
+from mcp_memory.services.relations import drop_relations
 
 DEFAULT_SLOTS: dict[str, tuple[str, bool]] = {
     "persona": ("Who the agent is here: role, tone, what it must always or never do.", True),
@@ -187,6 +188,7 @@ class SlotService(Service):
         async with self.db.transaction("memory_slot_delete", project=project) as tx:
             slot = await self._find(SlotRepository(tx), project, name, scope)
             await SlotRepository(tx).delete(slot.id)
+            await drop_relations(tx, [slot.id])
             tx.changed("slot", slot.id, "delete")
         return SlotDeleted(name=slot.name, scope="global" if slot.project == GLOBAL_PROJECT else "project", id=slot.id)
 

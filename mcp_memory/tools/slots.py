@@ -88,7 +88,7 @@ async def memory_slot_replace(
 
 
 async def memory_slot_delete(ctx: Ctx, name: Name, scope: Scope = None, project: Project = None) -> SlotDeleted:
-    """Delete a slot and its content."""
+    """Delete a slot, its content, and every relation to or from it."""
     return await app_of(ctx).slots.delete(await project_of(ctx, project), name, scope)
 
 
