@@ -42,9 +42,7 @@ async def test_deleting_a_slot_drops_its_relations(client: Client, tmp_path: Pat
     assert await round_trips(client, tmp_path) == 0
 
 
-async def test_a_trimmed_mistake_card_drops_its_relations(
-    settings: Settings, clock: FakeClock, tmp_path: Path
-) -> None:
+async def test_a_trimmed_mistake_card_drops_its_relations(settings: Settings, clock: FakeClock, tmp_path: Path) -> None:
     def card(correct: str) -> dict[str, Any]:
         return {"type": "process", "correct_decision": correct}
 

@@ -176,6 +176,23 @@ async def test_an_agent_id_with_a_secret_is_scrubbed(client: Client, settings: S
     assert not any("Sup3rS3cret" in (actor or "") for actor in actors)
 
 
+async def test_lessons_and_outcomes_scrub_the_agent_id_too(client: Client, settings: Settings) -> None:
+    agent = "password=Sup3rS3cret!"
+    lesson = await call(client, "memory_lesson_save", content="Pin the stemmer below 4.", agent_id=agent)
+    outcome = await call(client, "memory_outcome_record", task="Pin the stemmer", success=True, agent_id=agent)
+
+    with sqlite3.connect(settings.db) as raw:
+        stored = [row[0] for table in ("lessons", "outcomes") for row in raw.execute(f"SELECT agent_id FROM {table}")]
+        actors = [row[0] for row in raw.execute("SELECT actor FROM audit_log")]
+
+    assert lesson["redacted"]
+    assert outcome["redacted"]
+    assert len(stored) == 2
+    assert all(a.startswith("password=[REDACTED:") for a in stored)
+    assert actors
+    assert not any("Sup3rS3cret" in (actor or "") for actor in actors)
+
+
 # -- one timestamp per observe ------------------------------------------------------------------------
 
 

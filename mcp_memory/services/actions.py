@@ -57,7 +57,7 @@ class ActionService(Service):
         action = Action(
             id=new_id("action"),
             project=project,
-            agent_id=agent_id or self.settings.agent_id,
+            agent_id=scrub.optional(agent_id or self.settings.agent_id),
             title=scrub.required("title", title),
             description=scrub.optional(description),
             status=status,

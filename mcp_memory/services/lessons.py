@@ -154,7 +154,8 @@ class LessonService(Service):
         scrub = self.scrubber()
         content = scrub.required("content", content).strip()
         target = GLOBAL_PROJECT if scope == "global" else project
-        async with self.db.transaction("memory_lesson_save", actor=agent_id, project=target) as tx:
+        agent = scrub.optional(agent_id or self.settings.agent_id)
+        async with self.db.transaction("memory_lesson_save", actor=agent, project=target) as tx:
             lesson, created, restored, before = await self.learn(
                 tx,
                 target,
@@ -164,7 +165,7 @@ class LessonService(Service):
                 tags=scrub.many(tags) or [],
                 task_type=task_type,
                 confidence=confidence,
-                agent_id=agent_id or self.settings.agent_id,
+                agent_id=agent,
             )
         return LessonSaveResult(
             lesson=self.view(lesson),

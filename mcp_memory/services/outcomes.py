@@ -136,7 +136,7 @@ class OutcomeService(Service):
         scrub = self.scrubber()
         task = scrub.required("task", task)
         now = self.now_iso()
-        agent = agent_id or self.settings.agent_id
+        agent = scrub.optional(agent_id or self.settings.agent_id)
         cards = [_clean_card(card, scrub, f"mistake_cards.{i}") for i, card in enumerate(mistake_cards)]
         async with self.db.transaction("memory_outcome_record", actor=agent, project=project) as tx:
             if session_id is not None:
