@@ -885,6 +885,22 @@ async def test_consolidate_never_folds_an_observation_a_relation_points_to(
     assert h.protected_observation in {n["id"] for n in related["nodes"]}
 
 
+async def test_a_merge_reaches_a_copy_made_before_it_through_import(settings: Settings, clock: FakeClock) -> None:
+    h = await build_history(settings, clock)
+    copy = settings.model_copy(update={"db": settings.db.with_name("copy.db")})
+    async with Client(build_server(lowered(settings), clock)) as client, Client(build_server(copy, clock)) as replica:
+        await call(replica, "memory_import", document=await export_all(client))
+        await call(client, "memory_consolidate")
+        merged = await export_all(client)
+        await call(replica, "memory_import", document=merged)
+        replicated = await export_all(replica)
+
+    # every row the merge moved carries a newer update time, so the import replaced the stale copies
+    assert replicated["tables"]["memories"] == merged["tables"]["memories"]
+    roots = {m["id"]: m["root_id"] for m in merged["tables"]["memories"]}
+    assert roots[DUPLICATE_ID] == roots[h.original]
+
+
 async def test_a_cancelled_legacy_consolidation_is_all_or_nothing(settings: Settings, clock: FakeClock) -> None:
     # Over JSON-RPC the cancellation is a notification racing the pass, so it may land after the commit;
     # whichever wins, the store holds either none of the pass or all of it.

@@ -158,10 +158,13 @@ class MemoryRepository(Repository):
         return [_memory(r) for r in rows]
 
     async def merge_chains(self, older: Memory, newer: Memory, older_versions: int, at: str) -> None:
-        """Put the newer memory's chain after the older one's: one chain, the newer memory latest."""
+        """Put the newer memory's chain after the older one's: one chain, the newer memory latest.
+
+        Every moved row gets `at` as its update time, so an import of the result replaces stale copies.
+        """
         await self.conn.execute(
-            "UPDATE memories SET root_id = ?, version = version + ? WHERE root_id = ? AND project = ?",
-            (older.root_id, older_versions, newer.root_id, newer.project),
+            "UPDATE memories SET root_id = ?, version = version + ?, updated_at = ? WHERE root_id = ? AND project = ?",
+            (older.root_id, older_versions, at, newer.root_id, newer.project),
         )
         await self.conn.execute(
             "UPDATE memories SET parent_id = ? WHERE id = ? AND parent_id IS NULL", (older.id, newer.root_id)
