@@ -569,6 +569,22 @@ async def test_the_slot_resource_returns_the_slot_content(client: Client) -> Non
     assert there.contents[0].text == "Someone else."
 
 
+async def test_resources_list_names_the_context_and_every_visible_slot(client: Client) -> None:
+    await call(client, "memory_slot_create", name="persona", content="A careful reviewer.", description="Who I am")
+    await call(client, "memory_slot_create", name="house_rules", content="No force pushes.", scope="global")
+    await call(client, "memory_slot_create", name="elsewhere", content="Not ours.", project="other")
+
+    listed = {str(r.uri): r for r in (await client.list_resources()).resources}
+    readable = {uri: (await client.read_resource(uri)).contents[0].text for uri in listed}
+
+    assert sorted(listed) == ["memory://context", "memory://slots/house_rules", "memory://slots/persona"]
+    assert listed["memory://slots/persona"].description == "Who I am"
+    assert listed["memory://slots/house_rules"].title == "Slot house_rules (global)"
+    assert readable["memory://slots/persona"] == "A careful reviewer."
+    assert readable["memory://slots/house_rules"] == "No force pushes."
+    assert readable["memory://context"] == (await context(client))["text"]
+
+
 async def test_an_unknown_slot_resource_is_an_error(client: Client) -> None:
     with pytest.raises(MCPError, match="No slot 'nothing' in this project"):
         await client.read_resource("memory://slots/nothing")

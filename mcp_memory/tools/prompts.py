@@ -7,11 +7,11 @@ from collections.abc import Awaitable, Callable, Mapping
 from typing import Annotated, Any
 
 from mcp.server.context import CallNext, HandlerResult, ServerMiddleware, ServerRequestContext
-from mcp.server.mcpserver import MCPServer, UserMessage
+from mcp.server.mcpserver import Context, MCPServer, UserMessage
 from mcp.server.mcpserver.exceptions import ResourceError, ResourceNotFoundError, ToolError
 from mcp.server.mcpserver.utilities.func_metadata import FuncMetadata, func_metadata
 from mcp.shared.exceptions import MCPError
-from mcp_types import INVALID_PARAMS
+from mcp_types import INVALID_PARAMS, Resource
 from pydantic import Field
 
 from mcp_memory.context import AppContext
@@ -136,6 +136,48 @@ def check_prompt_arguments(prompts: Mapping[str, Callable[..., Awaitable[Any]]])
     return check
 
 
+CONTEXT_TITLE = "Compiled memory context"
+CONTEXT_DESCRIPTION = "Pinned slots, profile, lessons, mistakes, recent sessions and memories, within the budget."
+
+
+def list_live_resources(server: MCPServer[AppContext]) -> ServerMiddleware[Any]:
+    """Server middleware: resources/list names the compiled context and each slot the caller's project sees.
+
+    Both are template resources, which the SDK lists only as templates; clients that offer what
+    resources/list returns would otherwise offer nothing.
+    """
+
+    async def listing(ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> HandlerResult:
+        result = await call_next(ctx)
+        if ctx.method != "resources/list" or not isinstance(result, dict):  # the SDK hands back the wire form
+            return result
+        live = [
+            Resource(
+                uri="memory://context", name="context", title=CONTEXT_TITLE, description=CONTEXT_DESCRIPTION,
+                mime_type="text/markdown",
+            )
+        ]  # fmt: skip
+        try:
+            request = Context(request_context=ctx, mcp_server=server)
+            slots = await app_of(request).slots.overview(await project_of(request, None))
+        except (MCPMemoryError, ToolError):
+            slots = None  # a caller without a usable project still learns of the context resource
+        for slot in slots.slots if slots else []:
+            live.append(
+                Resource(
+                    uri=f"memory://slots/{slot.name}",  # the project's slot, else the global one it lists
+                    name=f"slot:{slot.name}",
+                    title=f"Slot {slot.name}" + (" (global)" if slot.scope == "global" else ""),
+                    description=slot.description,
+                    mime_type="text/plain",
+                )
+            )
+        wire = [r.model_dump(by_alias=True, mode="json", exclude_none=True) for r in live]
+        return {**result, "resources": [*result.get("resources", []), *wire]}
+
+    return listing
+
+
 def register_prompts_and_resources(server: MCPServer[AppContext], profile: str = "all") -> None:
     """Add the prompts and the context and slot resources (session_end needs the full tool profile)."""
     prompts: dict[str, Callable[..., Awaitable[Any]]] = {"session_start": session_start}
@@ -144,11 +186,12 @@ def register_prompts_and_resources(server: MCPServer[AppContext], profile: str =
         server.prompt(name="session_end", title="End a session: record, reflect, summarise")(session_end)
         prompts["session_end"] = session_end
     server.middleware.append(check_prompt_arguments(prompts))
+    server.middleware.append(list_live_resources(server))
     server.resource(
         "memory://context{?project,query,task_type}",
         name="context",
-        title="Compiled memory context",
-        description="Pinned slots, profile, lessons, mistakes, recent sessions and memories, within the budget.",
+        title=CONTEXT_TITLE,
+        description=CONTEXT_DESCRIPTION,
         mime_type="text/markdown",
     )(context_resource)
     server.resource(
