@@ -216,3 +216,20 @@ async def test_slot_annotations_match_what_the_tools_do(client: Client) -> None:
     assert (await call(client, "memory_slot_get", name="echo"))["content"] == "aaa"
     await call(client, "memory_slot_delete", name="echo")
     assert "No slot 'echo'" in await call_error(client, "memory_slot_delete", name="echo")
+
+
+# -- tags ------------------------------------------------------------------------------------------
+
+
+async def test_tags_are_one_per_spelling_and_match_ignoring_case(client: Client) -> None:
+    tagged = await create(client, "Tune the pool", tags=["Backend", "backend ", "perf", "  "])
+    renamed = await update(client, tagged, tags=["PERF", "Perf", "Backend"])
+    other = await create(client, "Write the docs", tags=["docs"])
+
+    by_tag = await call(client, "memory_action_list", tag="perf")
+    frontier = await call(client, "memory_frontier", tag="BACKEND")
+
+    assert renamed["tags"] == ["Backend", "PERF"]
+    assert [a["id"] for a in by_tag["actions"]] == [tagged]
+    assert [a["id"] for a in frontier["actions"]] == [tagged]
+    assert other not in {a["id"] for a in by_tag["actions"]}

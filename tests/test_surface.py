@@ -83,7 +83,7 @@ SURFACE: dict[str, tuple[list[str], list[str], tuple[bool | None, bool | None, b
         ["id", "status", "title", "description", "priority", "parent_id", "clear_parent", "add_depends_on",
          "remove_depends_on", "tags", "due", "clear_due", "project"],
         ["id"],
-        (False, False, False),
+        (False, True, False),
     ),
     "memory_action_list": (["status", "tag", "parent_id", "limit", "offset", "project"], [], (True, None, None)),
     "memory_frontier": (["tag", "limit", "offset", "project"], [], (True, None, None)),

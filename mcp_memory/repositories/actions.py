@@ -189,7 +189,7 @@ class ActionRepository(Repository):
         clauses = ["project = ?", f"status IN ({placeholders(len(statuses))})"]
         params: list[object] = [project, *statuses]
         if tag is not None:
-            clauses.append("EXISTS (SELECT 1 FROM json_each(actions.tags) WHERE value = ?)")
+            clauses.append("EXISTS (SELECT 1 FROM json_each(actions.tags) WHERE value = ? COLLATE NOCASE)")
             params.append(tag)
         if parent_id is not None:
             clauses.append("parent_id = ?")
@@ -213,7 +213,7 @@ class ActionRepository(Repository):
         )
         params: list[object] = [project]
         if tag is not None:
-            where += " AND EXISTS (SELECT 1 FROM json_each(a.tags) WHERE value = ?)"
+            where += " AND EXISTS (SELECT 1 FROM json_each(a.tags) WHERE value = ? COLLATE NOCASE)"
             params.append(tag)
         rows = await self.conn.fetchall(
             f"SELECT {', '.join('a.' + c.strip() for c in _COLUMNS.split(','))} FROM actions a "

@@ -18,7 +18,7 @@ from mcp_memory.ids import new_id
 from mcp_memory.models.organising import ActionList, ActionResult, ActionView
 from mcp_memory.models.records import Action
 from mcp_memory.repositories.actions import ActionRepository
-from mcp_memory.services.common import Service, moment
+from mcp_memory.services.common import Scrubber, Service, moment
 
 STATUSES = ("pending", "active", "blocked", "done", "cancelled")
 OPEN_STATUSES = ("pending", "active", "blocked")
@@ -63,7 +63,7 @@ class ActionService(Service):
             status=status,
             priority=priority,
             parent_id=parent_id,
-            tags=sorted({t.strip() for t in tags if t.strip()}),
+            tags=_tags(scrub, tags),
             due=moment("due", due),
             created_at=now,
             updated_at=now,
@@ -119,7 +119,7 @@ class ActionService(Service):
             if priority is not None:
                 changes["priority"] = priority
             if tags is not None:
-                changes["tags"] = sorted({t.strip() for t in tags if t.strip()})
+                changes["tags"] = _tags(scrub, tags)
             if due is not None or clear_due:
                 changes["due"] = moment("due", due)
             new_parent = None
@@ -288,6 +288,15 @@ class ActionService(Service):
             )
             for a in actions
         ]
+
+
+def _tags(scrub: Scrubber, tags: Sequence[str]) -> list[str]:
+    """Tags as stored: scrubbed, stripped, one per spelling ignoring case (the first kept), sorted."""
+    kept: dict[str, str] = {}
+    for tag in scrub.many(tags) or []:
+        if tag.strip():
+            kept.setdefault(tag.strip().casefold(), tag.strip())
+    return sorted(kept.values(), key=str.casefold)
 
 
 def _describe(steps: Sequence[tuple[str, bool]]) -> str:

@@ -14,9 +14,12 @@ from mcp_memory.tools.caller import project_of
 Status = Literal["pending", "active", "blocked", "done", "cancelled"]
 ActionId = Annotated[str, Field(min_length=1, max_length=128, description="Action id (act_…).")]
 ActionIds = Annotated[list[Annotated[str, Field(max_length=128)]] | None, Field(max_length=50)]
-Tags = Annotated[list[Annotated[str, Field(max_length=60)]] | None, Field(max_length=20, description="Tags.")]
+Tags = Annotated[
+    list[Annotated[str, Field(max_length=60)]] | None,
+    Field(max_length=20, description="Tags; one per spelling ignoring case."),
+]
 Priority = Annotated[int | None, Field(ge=-100, le=100, description="Higher is more urgent (default 0).")]
-Tag = Annotated[str | None, Field(max_length=60, description="Only actions with this tag.")]
+Tag = Annotated[str | None, Field(max_length=60, description="Only actions with this tag (ignoring ASCII case).")]
 
 
 async def memory_action_create(
@@ -88,7 +91,7 @@ def actions_tools() -> list[Tool]:
     """The action tools."""
     return [
         make_tool(memory_action_create, title="Create an action", read_only=False),
-        make_tool(memory_action_update, title="Update an action", read_only=False),
+        make_tool(memory_action_update, title="Update an action", read_only=False, destructive=True),
         make_tool(memory_action_list, title="List actions", read_only=True),
         make_tool(memory_frontier, title="What to do next", read_only=True),
     ]
