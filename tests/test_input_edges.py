@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import sqlite3
 from datetime import UTC, datetime
 
 import pytest
 from mcp import Client
 
 from mcp_memory.clock import from_iso, to_iso
-from tests.conftest import call, call_error
+from mcp_memory.config import Settings
+from mcp_memory.server import build_server
+from tests.conftest import FakeClock, call, call_error
 
 
 def test_stored_times_keep_four_digit_years_and_read_back_for_every_year() -> None:
@@ -87,6 +90,25 @@ async def test_a_session_named_like_a_record_id_is_refused(client: Client, name:
     assert f"session_id: must not start with {prefix}_" in message
     assert "pick another name" in message
     assert (await call(client, "memory_diagnose"))["counts"]["observations"] == 0
+
+
+async def test_a_session_stored_before_the_name_rule_still_takes_observations(
+    settings: Settings, clock: FakeClock
+) -> None:
+    async with Client(build_server(settings, clock)) as client:
+        await call(client, "memory_observe", content="first turn", session_id="chat")
+    with sqlite3.connect(settings.db) as raw:  # as an older release could have named it
+        raw.execute("PRAGMA foreign_keys = OFF")
+        for table in ("sessions", "observations", "search_docs"):
+            column = "id" if table == "sessions" else "session_id"
+            raw.execute(f"UPDATE {table} SET {column} = 'mem_chat' WHERE {column} = 'chat'")
+
+    async with Client(build_server(settings, clock)) as client:
+        observed = await call(client, "memory_observe", content="second turn", session_id="mem_chat")
+        listed = await call(client, "memory_observations", session_id="mem_chat")
+
+    assert observed["session_id"] == "mem_chat"
+    assert sorted(o["title"] for o in listed["observations"]) == ["first turn", "second turn"]
 
 
 @pytest.mark.parametrize("name", ["ses_chat", "conv-1", "MEM_chat", "memo_x"])

@@ -158,7 +158,6 @@ class EpisodicService(Service):
         repo = SessionRepository(tx)
         now = to_iso(instant)
         if session_id is not None:
-            check_session_id(session_id)
             found = await repo.get_or_none(session_id, project)
             if found is not None:
                 if found.ended_at is not None:
@@ -166,6 +165,7 @@ class EpisodicService(Service):
                     await repo.reopen(found.id, now)
                     tx.changed("session", found.id, "reopen")
                 return found, False
+            check_session_id(session_id)  # binds new names only: a session stored before a rule keeps its name
             if await repo.exists_anywhere(session_id):
                 # Another project uses this name too: ours is stored marked with our project.
                 session_id = scoped_session_id(session_id, project)
