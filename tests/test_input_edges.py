@@ -140,3 +140,22 @@ async def test_a_date_only_until_on_the_last_day_of_the_calendar_covers_everythi
     observed = await call(client, "memory_observe", content="release checklist reviewed")
     listed = await call(client, "memory_observations", since="0001-01-01", until="9999-12-31")
     assert [o["id"] for o in listed["observations"]] == [observed["id"]]
+
+
+# -- text that looks like JSON ---------------------------------------------------------------------
+
+
+async def test_text_arguments_that_look_like_json_stay_text(client: Client) -> None:
+    saved = await call(client, "memory_save", content="The null project keeps its own facts.", project="null")
+    in_null = await call(client, "memory_smart_search", query="null project facts", project="null")
+    in_default = await call(client, "memory_smart_search", query="null project facts")
+    observed = await call(client, "memory_observe", content="A turn in a session called null.", session_id="null")
+    searched = await call(client, "memory_smart_search", query='{"error": "timeout"} [8080]')
+    # a list sent as JSON text (some clients do) is still read as a list
+    tagged = await call(client, "memory_observe", content="Tagged turn.", concepts='["alpha", "beta"]')
+
+    assert [h["id"] for h in in_null["hits"]] == [saved["id"]]
+    assert in_default["hits"] == []
+    assert observed["session_id"] == "null"
+    assert searched["query"] == '{"error": "timeout"} [8080]'
+    assert tagged["concepts"] == ["alpha", "beta"]

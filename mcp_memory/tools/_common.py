@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import functools
-from collections.abc import Awaitable, Callable
-from typing import Annotated, Any, ParamSpec, TypeVar
+import types
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from typing import Annotated, Any, ParamSpec, TypeVar, Union, get_args, get_origin
 
 from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
 from mcp.server.mcpserver import Context
@@ -12,7 +13,7 @@ from mcp.server.mcpserver.exceptions import ToolError
 from mcp.server.mcpserver.tools import Tool
 from mcp.server.mcpserver.utilities.func_metadata import FuncMetadata
 from mcp_types import CallToolResult, TextContent, ToolAnnotations
-from pydantic import Field, ValidationError
+from pydantic import BaseModel, Field, ValidationError
 
 from mcp_memory.context import AppContext
 from mcp_memory.errors import MCPMemoryError
@@ -93,6 +94,41 @@ def domain_errors(fn: Callable[P, Awaitable[R]]) -> Callable[P, Awaitable[R]]:
     return wrapper
 
 
+def _holds_structure(annotation: Any) -> bool:
+    """Whether a field of this type can take a list, a mapping or an object (else it takes text or a number)."""
+    origin = get_origin(annotation)
+    if origin is Annotated:
+        return _holds_structure(get_args(annotation)[0])
+    if origin in (Union, types.UnionType):
+        return any(_holds_structure(arg) for arg in get_args(annotation))
+    kind = origin or annotation
+    return isinstance(kind, type) and issubclass(kind, (BaseModel, Sequence, Mapping, set)) and kind is not str
+
+
+class TextSafeMetadata(FuncMetadata):
+    """Argument handling that leaves text fields as the caller sent them.
+
+    The SDK parses any string argument that looks like JSON unless the field is exactly `str`, so an
+    optional text field given "null" became None (project "null" wrote to the default project) and
+    one given '{"a": 1}' was refused. Only fields that take lists or objects are parsed here (some
+    clients send those as JSON text).
+    """
+
+    def pre_parse_json(self, data: dict[str, Any]) -> dict[str, Any]:
+        fields = self.arg_model.model_fields
+        structured = {f.alias or name for name, f in fields.items() if _holds_structure(f.annotation)}
+        parsed = super().pre_parse_json({k: v for k, v in data.items() if k in structured})
+        return {key: parsed.get(key, value) for key, value in data.items()}
+
+
+def text_safe(meta: FuncMetadata) -> TextSafeMetadata:
+    """The same argument model, with text fields kept as text."""
+    return TextSafeMetadata(
+        arg_model=meta.arg_model, output_schema=meta.output_schema, output_model=meta.output_model,
+        wrap_output=meta.wrap_output,
+    )  # fmt: skip
+
+
 _ARGUMENTS: dict[str, FuncMetadata] = {}
 """Argument models of every registered tool, by name (the tool functions are module-level)."""
 
@@ -154,5 +190,6 @@ def make_tool(
         description=(fn.__doc__ or "").strip().split("\n\n")[0].replace("\n", " "),
         annotations=tool_annotations(title, read_only=read_only, destructive=destructive, idempotent=idempotent),
     )
+    tool.fn_metadata = text_safe(tool.fn_metadata)
     _ARGUMENTS[tool.name] = tool.fn_metadata
     return tool
