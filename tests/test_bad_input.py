@@ -156,6 +156,7 @@ CASES = [
     case("memory_export", "overwrite", "valid boolean", overwrite="maybe"),
     case("memory_export", "all_projects", "valid boolean", all_projects="every"),
     *project_cases("memory_export"),
+    case("memory_diagnose", "project", "unknown argument; this takes no arguments", project="x"),
     # memory_import
     case("memory_import", "document", "exactly one of document or path"),
     case("memory_import", "document", "valid dictionary", document="not a document"),

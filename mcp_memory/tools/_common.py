@@ -161,7 +161,8 @@ def _argument_problem(meta: FuncMetadata, arguments: dict[str, Any]) -> str | No
     known = {f.alias or n for n, f in fields.items()}
     unknown = sorted(set(arguments) - known)
     if unknown:
-        return f"{unknown[0]}: unknown argument; valid arguments are {', '.join(sorted(known))}"
+        valid = f"valid arguments are {', '.join(sorted(known))}" if known else "this takes no arguments"
+        return f"{unknown[0]}: unknown argument; {valid}"
     try:
         meta.arg_model.model_validate(meta.pre_parse_json(arguments))
     except ValidationError as exc:
