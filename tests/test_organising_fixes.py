@@ -233,3 +233,20 @@ async def test_tags_are_one_per_spelling_and_match_ignoring_case(client: Client)
     assert [a["id"] for a in by_tag["actions"]] == [tagged]
     assert [a["id"] for a in frontier["actions"]] == [tagged]
     assert other not in {a["id"] for a in by_tag["actions"]}
+
+
+# -- unknown ids ------------------------------------------------------------------------------------
+
+
+async def test_unknown_ids_in_removals_and_parent_filters_are_named(client: Client) -> None:
+    build = await create(client, "Build")
+    test = await create(client, "Test", depends_on=[build])
+
+    removal = await call_error(client, "memory_action_update", id=test, remove_depends_on=["act_0000typo"])
+    listing = await call_error(client, "memory_action_list", parent_id="act_0000typo")
+
+    assert "remove_depends_on: No action 'act_0000typo'" in removal
+    assert "parent_id: No action 'act_0000typo'" in listing
+    assert (await listed(client))[test]["depends_on"] == [build]
+    # an action that exists but is not a dependency: nothing to remove, nothing refused
+    assert (await update(client, test, remove_depends_on=[test]))["depends_on"] == [build]

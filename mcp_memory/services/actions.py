@@ -131,6 +131,7 @@ class ActionService(Service):
                     raise ConflictError(f"parent_id: {parent_id} is {action_id} or one of its descendants")
                 changes["parent_id"] = new_parent = parent_id
             removed = list(dict.fromkeys(remove_depends_on))
+            await self._require(repo, project, removed, "remove_depends_on")  # a typo must not pass as done
             existing = {dep for dep, _ in (await repo.dependencies([action_id]))[action_id]}
             added = [d for d in dict.fromkeys(add_depends_on) if d not in removed and d not in existing]
             await self._require(repo, project, added, "add_depends_on")
@@ -237,6 +238,8 @@ class ActionService(Service):
             if status not in STATUSES:
                 raise InvalidInputError("status", f"must be among {', '.join(STATUSES)}")
         async with self.db.read() as conn:
+            if parent_id is not None:
+                await self._require(ActionRepository(conn), project, [parent_id], "parent_id")
             found, total = await ActionRepository(conn).page(
                 project, statuses=statuses or OPEN_STATUSES, tag=tag, parent_id=parent_id, limit=limit, offset=offset
             )
