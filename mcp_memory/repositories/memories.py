@@ -55,10 +55,11 @@ class MemoryRepository(Repository):
         )
         return None if row is None else _memory(row)
 
-    async def get(self, mem_id: str, project: str) -> Memory:
+    async def get(self, mem_id: str, project: str, field: str | None = None) -> Memory:
+        """A memory of the project (any version), or an error naming the argument (`field`) that named it."""
         found = await self.get_or_none(mem_id, project)
         if found is None:
-            raise NotFoundError("memory", mem_id, "call memory_smart_search to find memory ids")
+            raise NotFoundError("memory", mem_id, "call memory_smart_search to find memory ids", field=field)
         return found
 
     async def get_many(self, ids: Sequence[str], project: str) -> list[Memory]:

@@ -46,10 +46,11 @@ class ObservationRepository(Repository):
             ),
         )
 
-    async def get(self, obs_id: str, project: str) -> Observation:
+    async def get(self, obs_id: str, project: str, field: str | None = None) -> Observation:
+        """An observation of the project, or an error naming the argument (`field`) that named it."""
         found = await self.get_many([obs_id], project)
         if not found:
-            raise NotFoundError("observation", obs_id, "call memory_observations or memory_recall")
+            raise NotFoundError("observation", obs_id, "call memory_observations or memory_recall", field=field)
         return found[0]
 
     async def get_many(self, ids: Sequence[str], project: str) -> list[Observation]:
@@ -100,22 +101,38 @@ class ObservationRepository(Repository):
         return [r[0] for r in rows]
 
     async def around(
-        self, project: str, when: str, seq: int, session_id: str | None, before: int, after: int
+        self,
+        project: str,
+        when: str,
+        seq: int,
+        session_id: str | None,
+        before: int,
+        after: int,
+        anchor_id: str | None = None,
     ) -> tuple[list[Observation], list[Observation]]:
-        """Up to `before` observations strictly earlier than (when, seq) and `after` strictly later."""
+        """Up to `before` observations just before a position and `after` just after it.
+
+        Observations are ordered by (time, seq, id): sessions often share a moment and a seq (an
+        import, parallel chats), and only the id makes the order total. The position is the anchor
+        observation's (when, seq, anchor_id); without `anchor_id` it is a moment, and observations
+        recorded exactly at (when, seq) are on neither side.
+        """
         scope, params = ("project = ?", [project])
         if session_id is not None:
             scope += " AND session_id = ?"
             params.append(session_id)
+        # "" sorts before every id and the highest code point after every one: ties fall on neither side.
+        low, high = (anchor_id, anchor_id) if anchor_id is not None else ("", "\U0010ffff")
+        # The plain bound on the time lets SQLite seek in observations_by_time; the row value decides ties.
         earlier = await self.conn.fetchall(
-            f"SELECT {_COLUMNS} FROM observations WHERE {scope} AND ({_WHEN} < ? OR ({_WHEN} = ? AND seq < ?)) "
-            f"ORDER BY {_WHEN} DESC, seq DESC LIMIT ?",
-            (*params, when, when, seq, before),
+            f"SELECT {_COLUMNS} FROM observations WHERE {scope} AND {_WHEN} <= ? AND ({_WHEN}, seq, id) < (?, ?, ?) "
+            f"ORDER BY {_WHEN} DESC, seq DESC, id DESC LIMIT ?",
+            (*params, when, when, seq, low, before),
         )
         later = await self.conn.fetchall(
-            f"SELECT {_COLUMNS} FROM observations WHERE {scope} AND ({_WHEN} > ? OR ({_WHEN} = ? AND seq > ?)) "
-            f"ORDER BY {_WHEN} ASC, seq ASC LIMIT ?",
-            (*params, when, when, seq, after),
+            f"SELECT {_COLUMNS} FROM observations WHERE {scope} AND {_WHEN} >= ? AND ({_WHEN}, seq, id) > (?, ?, ?) "
+            f"ORDER BY {_WHEN} ASC, seq ASC, id ASC LIMIT ?",
+            (*params, when, when, seq, high, after),
         )
         return [_obs(r) for r in reversed(earlier)], [_obs(r) for r in later]
 

@@ -238,6 +238,8 @@ class DocStore:
         docs = docs[self._mask(docs, flt)]
         # one matrix-vector product over every row beats gathering the candidates' rows first
         sims = (self._vectors[:n] @ vector)[docs] if len(docs) else np.empty(0, dtype=np.float32)
+        close = sims > 0  # a record at a right angle to the query, or facing away, is no semantic match
+        docs, sims = docs[close], sims[close]
         if len(docs) > depth:
             keep = np.argpartition(-sims, depth - 1)[:depth]
             docs, sims = docs[keep], sims[keep]

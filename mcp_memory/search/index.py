@@ -249,6 +249,9 @@ class SearchIndex:
         if partition is None or limit <= 0:
             return []
         terms = self.query_terms(query, now) if isinstance(query, str) else list(query)
+        if vector is not None and not vector.any():
+            # A zero vector (nothing the model could read) is as close to every record as to none.
+            vector = None
         if not terms and vector is None:
             return []
         low = self._low_filter(flt)

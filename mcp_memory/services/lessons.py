@@ -21,14 +21,18 @@ from mcp_memory.errors import InvalidInputError, NotFoundError
 from mcp_memory.ids import new_id
 from mcp_memory.models.learning import LessonList, LessonRecallResult, LessonSaveResult, LessonView
 from mcp_memory.models.records import Lesson
+from mcp_memory.privacy import without_markers
 from mcp_memory.repositories.lessons import LessonRepository
 from mcp_memory.repositories.meta import MetaRepository
-from mcp_memory.search.index import SearchFilter
-from mcp_memory.services.common import GLOBAL_PROJECT, Deps, Service
+from mcp_memory.search.index import Hit, SearchFilter
+from mcp_memory.services.common import GLOBAL_PROJECT, Deps, Scrubber, Service
 from mcp_memory.services.indexing import DocSpec
 
 LESSON_KINDS = ("lesson", "heuristic", "anti_pattern", "rule_works", "rule_avoid")
 REINFORCE_STEP = 0.1
+WEAK_MATCH = 1e-3
+"""Relevance of a weak match (BM25 score not positive, as in a tiny corpus) holding every query term;
+one holding fewer of them gets its share."""
 # Only what frames a sentence is trimmed: quotes, a list bullet, and closing punctuation. Other
 # symbols at an edge carry meaning ("Prefer C++" is not "Prefer C", "Use C#" not "Use C").
 _QUOTES = "\"'`“”‘’‚„«»‹›「」『』"
@@ -66,6 +70,15 @@ def _digest(normal: str, kind: str, task_type: str | None) -> str:
     if kind != "lesson":
         normal = f"{kind}\x1f{task_type or ''}\x1f{normal}"
     return hashlib.sha256(normal.encode()).hexdigest()
+
+
+def scrub_query(scrubber: Scrubber, query: str) -> tuple[str, str]:
+    """A search query as echoed (secrets and private parts shown as removed) and as searched (without them).
+
+    A redacted secret cannot match anything stored, and must not reach an embedding provider.
+    """
+    shown = scrubber.text(query)
+    return shown, " ".join(without_markers(shown).split())
 
 
 def reinforced(confidence: float) -> float:
@@ -285,16 +298,23 @@ class LessonService(Service):
         limit: int = 10,
         include_global: bool = True,
     ) -> LessonRecallResult:
-        """Lessons ranked by BM25 relevance × confidence: the project's first, then global ones."""
+        """Lessons ranked by BM25 relevance × confidence: the project's first, then global ones.
+
+        The query is scrubbed first: what it echoes shows secrets and private parts as removed, and
+        only the rest is searched (a query with nothing else left finds nothing).
+        """
         _check_kinds(kinds)
-        scopes = [project] + ([GLOBAL_PROJECT] if include_global and project != GLOBAL_PROJECT else [])
+        shown, searched = scrub_query(self.scrubber(), query) if query else (query, None)
         found: list[LessonView] = []
+        if query and not searched:
+            return LessonRecallResult(project=project, query=shown, lessons=found)
+        scopes = [project] + ([GLOBAL_PROJECT] if include_global and project != GLOBAL_PROJECT else [])
         for scope in scopes:
-            ranked = await self.ranked(scope, query, task_type=task_type, kinds=kinds, limit=limit - len(found))
+            ranked = await self.ranked(scope, searched, task_type=task_type, kinds=kinds, limit=limit - len(found))
             found += ranked
             if len(found) >= limit:
                 break
-        return LessonRecallResult(project=project, query=query, lessons=found)
+        return LessonRecallResult(project=project, query=shown, lessons=found)
 
     async def ranked(
         self,
@@ -313,7 +333,7 @@ class LessonService(Service):
             hits = self.deps.index.search(
                 scope, query, SearchFilter(kinds=frozenset({"lesson"}), subtypes=subtypes), 200, now=None
             )  # confidence already carries a lesson's age
-            relevance = {h.doc_id: h.score if h.score > 0 else 1e-3 / (rank + 1) for rank, h in enumerate(hits)}
+            relevance = self._relevance(query, hits)
             async with self.db.read() as conn:
                 lessons = await LessonRepository(conn).get_many(list(relevance), [scope])
         else:
@@ -329,6 +349,23 @@ class LessonService(Service):
                 scored.append((relevance[lesson.id] * confidence, lesson))
         scored.sort(key=lambda pair: (-pair[0], pair[1].id))
         return [self.view(lesson, score if query else None) for score, lesson in scored[:limit]]
+
+    def _relevance(self, query: str, hits: Sequence[Hit]) -> dict[str, float]:
+        """Each hit's relevance: its BM25 score, or for a weak match a small value by its share of the query's terms.
+
+        In a tiny corpus every idf can be negative, so matching lessons score <= 0 and the index
+        only orders them. Equal shares weigh the same, so confidence decides between lessons that
+        match the query equally, as it does between lessons with equal scores.
+        """
+        terms = set(self.deps.index.query_terms(query))
+        relevance: dict[str, float] = {}
+        for hit in hits:
+            if hit.score > 0:
+                relevance[hit.doc_id] = hit.score
+            else:
+                held = len(terms & self.deps.index.terms_of(hit.doc_id))
+                relevance[hit.doc_id] = WEAK_MATCH * held / max(len(terms), 1)
+        return relevance
 
     async def lessons(
         self,

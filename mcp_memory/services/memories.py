@@ -144,7 +144,7 @@ class MemoryService(Service):
         text = memory_text(draft)
         if supersedes is not None:
             terms = set(self.deps.index.analyzer.terms(text))
-            named = await repo.get(supersedes, draft.project)
+            named = await repo.get(supersedes, draft.project, field="supersedes")
             if not named.is_latest:
                 chain = await repo.chain(named.root_id, draft.project)
                 latest = next((m.id for m in chain if m.is_latest), named.superseded_by)
@@ -181,7 +181,7 @@ class MemoryService(Service):
         """A memory with every version of its chain, oldest first."""
         async with self.db.read() as conn:
             repo = MemoryRepository(conn)
-            mem = await repo.get(memory_id, project)
+            mem = await repo.get(memory_id, project, field="id")
             chain = await repo.chain(mem.root_id, project)
         latest = next((v for v in chain if v.is_latest), chain[-1])
         versions = [

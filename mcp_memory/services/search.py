@@ -9,7 +9,6 @@ from mcp_memory.db import Conn
 from mcp_memory.errors import InvalidInputError
 from mcp_memory.ids import kind_of, public_id
 from mcp_memory.models.results import Hit, RecallResult, SmartSearchResult
-from mcp_memory.privacy import without_markers
 from mcp_memory.repositories.actions import ActionRepository
 from mcp_memory.repositories.lessons import LessonRepository
 from mcp_memory.repositories.memories import MemoryRepository
@@ -21,7 +20,7 @@ from mcp_memory.search.index import Hit as IndexHit
 from mcp_memory.search.index import SearchFilter
 from mcp_memory.services.common import GLOBAL_PROJECT, Deps, Service, epoch_or_none, time_window
 from mcp_memory.services.compress import compact_line, shorten
-from mcp_memory.services.lessons import LessonService
+from mcp_memory.services.lessons import LessonService, scrub_query
 
 EPISODIC_KINDS = frozenset({"observation", "session"})
 SEARCHABLE_KINDS = frozenset({"observation", "session", "memory", "lesson"})
@@ -58,19 +57,23 @@ class SearchService(Service):
         if unknown:
             raise InvalidInputError("kinds", f"unknown kind {sorted(unknown)[0]!r}; use {sorted(SEARCHABLE_KINDS)}")
         start, end = time_window(since, until)
-        shown, searched = self._scrubbed(query)
+        shown, searched = scrub_query(self.scrubber(), query)
         if session_id is not None:
             async with self.db.read() as conn:
                 session_id = (await SessionRepository(conn).get(session_id, project)).id
+        typed = frozenset(types) if types else None
+        # Types are observation types: they narrow the episodic records (a session summary has no
+        # type), never the memories or lessons searched beside them, which have kinds of their own.
+        mixed = typed is not None and not wanted <= EPISODIC_KINDS
         flt = SearchFilter(
             kinds=wanted,
-            subtypes=frozenset(types) if types else None,
+            subtypes=None if mixed else typed,
             session_id=session_id,
             since=epoch_or_none(start),
             until=epoch_or_none(end),
         )
         async with self.db.read(snapshot=False) as conn:  # hits are rendered one by one anyway
-            hits = await self._search(conn, project, searched, flt, limit, neighbours)
+            hits = await self._search(conn, project, searched, flt, limit, neighbours, typed if mixed else None)
         return RecallResult(project=project, query=shown, hits=hits)
 
     async def smart_search(
@@ -85,7 +88,7 @@ class SearchService(Service):
         """Compact hits across kinds for `query`, plus full records for `ids`."""
         if not query and not ids:
             raise InvalidInputError("query", "give a query, or ids of records to fetch in full")
-        shown, searched = self._scrubbed(query) if query is not None else (None, "")
+        shown, searched = scrub_query(self.scrubber(), query) if query is not None else (None, "")
         result = SmartSearchResult(project=project, query=shown)
         wanted = frozenset(kinds) if kinds else SEARCHABLE_KINDS
         if wanted - SEARCHABLE_KINDS:
@@ -97,20 +100,21 @@ class SearchService(Service):
                 await self._fetch(conn, project, list(dict.fromkeys(ids)), result)
         return result
 
-    def _scrubbed(self, query: str) -> tuple[str, str]:
-        """The query as echoed (secrets and private parts shown as removed) and as searched (without them).
-
-        A redacted secret cannot match anything stored, and must not reach an embedding provider.
-        """
-        shown = self.scrubber().text(query)
-        return shown, " ".join(without_markers(shown).split())
-
     async def _search(
-        self, conn: Conn, project: str, query: str, flt: SearchFilter, limit: int, neighbours: int = 0
+        self,
+        conn: Conn,
+        project: str,
+        query: str,
+        flt: SearchFilter,
+        limit: int,
+        neighbours: int = 0,
+        episodic_types: frozenset[str] | None = None,
     ) -> list[Hit]:
         """The best `limit` hits of the project, with global lessons ranked in when lessons are searched.
 
-        Faded lessons are skipped, so the ranking is read deeper until the page is full or exhausted.
+        Faded lessons are skipped, and with `episodic_types` so are observations of other types and
+        session summaries (the index filters one set of subtypes for every kind, and memories must
+        not be narrowed by it), so the ranking is read deeper until the page is full or exhausted.
         """
         if not query:
             return []
@@ -124,6 +128,8 @@ class SearchService(Service):
             ranked = [self.deps.index.search(scope, query, f, depth, now=now, vector=vector) for scope, f in searches]
             found = sorted((h for hits in ranked for h in hits), key=lambda h: -h.score)  # ties: the project first
             hits = await self._render(conn, project, found, neighbours)
+            if episodic_types is not None:
+                hits = [h for h in hits if h.kind not in EPISODIC_KINDS or h.type in episodic_types]
             if len(hits) >= limit or depth >= MAX_DEPTH or all(len(r) < depth for r in ranked):
                 return hits[:limit]
             depth = min(depth * 4, MAX_DEPTH)
