@@ -415,6 +415,32 @@ async def build_reflection_history(client: Client, clock: FakeClock) -> dict[str
     return ids
 
 
+async def test_reflect_never_recommends_steps_that_mostly_fail(client: Client, clock: FakeClock) -> None:
+    steps = ["edit the config by hand", "restart the service"]
+
+    async def deploy(ok: bool) -> None:
+        error = None if ok else "service failed to start: bad config"
+        await call(
+            client, "memory_outcome_record", task="Deploy", task_type="deployment", success=ok, steps=steps, error=error
+        )
+        clock.advance(minutes=1)
+
+    for ok in (True, True):
+        await deploy(ok)
+    learned = (await call(client, "memory_reflect"))["heuristics"]
+    for _ in range(5):
+        await deploy(False)
+    later = await call(client, "memory_reflect")
+    insights = await call(client, "memory_insights", task_type="deployment")
+
+    assert [h["confidence"] for h in learned] == [1.0]
+    assert later["heuristics"] == []
+    # the heuristic learned from the two successes is retired once the steps fail 5 times in 7
+    assert insights["heuristics"] == []
+    faded = await call(client, "memory_lessons", kinds=["heuristic"], status="faded")
+    assert [(h["id"], h["confidence"]) for h in faded["lessons"]] == [(learned[0]["id"], 0.2857)]
+
+
 async def test_reflect_learns_anti_patterns_heuristics_and_contradictions(client: Client, clock: FakeClock) -> None:
     ids = await build_reflection_history(client, clock)
     assert ids["no_fridays"]["superseded_id"] is None  # on one topic, but not similar enough to be a new version
@@ -437,9 +463,9 @@ async def test_reflect_learns_anti_patterns_heuristics_and_contradictions(client
         "heuristic",
         "release",
         "For release tasks: bump the version -> run the tests -> tag the release",
-        "This sequence recurred in 2 of 3 successful outcomes.",
+        "These steps succeeded in 2 of the 2 outcomes that took them.",
     )
-    assert heuristic["confidence"] == 0.6667
+    assert heuristic["confidence"] == 1.0
     assert heuristic["source"]["evidence"] == sorted(ids["outcomes"][:2])
     [contradiction] = result["contradictions"]
     pair = sorted([ids["fridays"], no_fridays])

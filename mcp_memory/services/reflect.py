@@ -197,39 +197,64 @@ class ReflectService(Service):
     async def _recurring_sequences(
         self, tx: Tx, project: str, outcomes: Sequence[Outcome]
     ) -> list[tuple[Lesson, bool]]:
+        """Heuristics from step sequences that recur in successes and mostly succeed where they are used.
+
+        Failures that went through the same steps count against a sequence, so a strategy that mostly
+        fails is never recommended (nor both recommended and, by an anti-pattern, avoided); a
+        sequence learned before that no longer holds is retired.
+        """
         by_type: dict[str, list[Outcome]] = defaultdict(list)
         for outcome in outcomes:
-            if outcome.success and len(outcome.steps) >= 2:
+            if len(outcome.steps) >= 2:
                 by_type[outcome.task_type].append(outcome)
         learned = []
-        for task_type, wins in by_type.items():
-            seen: Counter[tuple[str, ...]] = Counter()
+        for task_type, tried in by_type.items():
+            wins: Counter[tuple[str, ...]] = Counter()
+            uses: Counter[tuple[str, ...]] = Counter()
             owners: dict[tuple[str, ...], list[str]] = defaultdict(list)
-            for outcome in wins:
+            for outcome in tried:
                 steps = [" ".join(s.casefold().split()) for s in outcome.steps]
-                grams = {tuple(steps[i : i + n]) for n in (2, 3) for i in range(len(steps) - n + 1)}
-                for gram in grams:
-                    seen[gram] += 1
+                for gram in {tuple(steps[i : i + n]) for n in (2, 3) for i in range(len(steps) - n + 1)}:
+                    uses[gram] += 1
                     owners[gram].append(outcome.id)
-            common = [g for g, n in seen.items() if n >= 2]
+                    wins[gram] += bool(outcome.success)
+            common = [g for g, n in wins.items() if n >= 2]
             if not common:
                 continue
-            best = max(common, key=lambda g: (seen[g], len(g), g))
-            share = seen[best] / len(wins)
+            best = max(common, key=lambda g: (wins[g], len(g), g))
+            share = wins[best] / uses[best]
+            content = f"For {task_type} tasks: " + " -> ".join(best)
+            if share <= self.settings.heuristic_min_success:
+                await self._retire_sequence(tx, project, content, task_type, share)
+                continue
             learned.append(
                 await self._learn_once(
                     tx,
                     project,
-                    f"For {task_type} tasks: " + " -> ".join(best),
+                    content,
                     kind="heuristic",
                     task_type=task_type,
-                    context=f"This sequence recurred in {seen[best]} of {len(wins)} successful outcomes.",
+                    context=f"These steps succeeded in {wins[best]} of the {uses[best]} outcomes that took them.",
                     evidence=owners[best],
                     confidence=share,
                     share=share,
                 )
             )
         return learned
+
+    async def _retire_sequence(self, tx: Tx, project: str, content: str, task_type: str, share: float) -> None:
+        """Soft-delete a heuristic learned from these steps, now that they mostly fail."""
+        existing = await self.lessons.twin(tx, project, content, "heuristic", task_type)
+        if existing is None or existing.deleted_at is not None:
+            return
+        now = self.now_iso()
+        retired = existing.model_copy(
+            update={
+                "deleted_at": now, "updated_at": now, "confidence": share, "decayed_at": now,
+                "source": existing.source | {"share": round(share, 4)},
+            }
+        )  # fmt: skip
+        await self.lessons.store(tx, retired, "soft_delete")
 
     async def _contradictions(self, tx: Tx, project: str, memories: Sequence[Memory]) -> tuple[list[RelationView], int]:
         """The pairs newly flagged, and how many pairs the evidence shows in all (flagged before included)."""
