@@ -269,7 +269,7 @@ async def test_no_tool_prompt_or_resource_shows_another_projects_records(
                 seen.setdefault(f"prompt:{name}", []).append(text)
 
             templates = {t.uri_template for t in (await client.list_resource_templates()).resource_templates}
-            assert templates == {"memory://context{?project,query,task_type}", "memory://slots/{name}{?project}"}
+            assert templates == {"memory://context{?project,query,task_type,budget}", "memory://slots/{name}{?project}"}
             suffix = f"project={project}" if named else ""
             for uri in (
                 "memory://context" + (f"?{suffix}" if suffix else ""),

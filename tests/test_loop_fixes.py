@@ -81,21 +81,23 @@ async def test_a_failure_after_a_prune_is_weighed_against_the_pruned_evidence(cl
 async def test_outcomes_are_kept_when_their_heuristic_is_dropped_in_the_same_pass(
     settings: Settings, clock: FakeClock
 ) -> None:
-    # Reflection draws a heuristic from a sequence in 2 of 4 successes: a share that does not hold (<= 0.5).
+    # Reflection draws a heuristic from steps that succeeded in 2 of the 3 outcomes that took them;
+    # the pass runs with a success bar it no longer clears (0.667 <= 0.7).
     async with Client(build_server(settings.model_copy(update={"outcome_retention_days": 30}), clock)) as client:
-        runs = [["bump", "test", "tag"], ["bump", "test", "tag"], ["build", "upload"], ["sign", "publish"]]
+        runs = [(["bump", "test", "tag"], True), (["bump", "test", "tag"], True), (["bump", "test", "tag"], False)]
         released = [
             (
                 await call(
-                    client, "memory_outcome_record", task="Ship it", task_type="release", success=True, steps=steps
+                    client, "memory_outcome_record", task="Ship it", task_type="release", success=ok, steps=steps
                 )
             )["id"]
-            for steps in runs
+            for steps, ok in runs
         ]
         [heuristic] = (await call(client, "memory_reflect"))["heuristics"]
-        assert heuristic["confidence"] == 0.5
+        assert heuristic["confidence"] == 0.6667
         clock.advance(days=40)
-
+    stricter = settings.model_copy(update={"outcome_retention_days": 30, "heuristic_min_success": 0.7})
+    async with Client(build_server(stricter, clock)) as client:
         report = await call(client, "memory_consolidate")
 
         assert actions(report) == [("lesson", "decayed", heuristic["id"]), ("lesson", "dropped", heuristic["id"])]
@@ -247,7 +249,10 @@ async def test_a_left_out_session_is_fetched_by_the_name_its_caller_knows(client
     compiled = await call(client, "memory_context", project="beta", budget=whole["tokens"] - 1)
 
     [left] = [o for o in compiled["omitted"] if o["section"] == "sessions"]
-    assert (left["id"], left["fetch"]) == ("main", "memory_smart_search(ids=['main'])")
+    assert left["id"] == "main"
+    assert compiled["fetch"] is not None
+    assert '"main"' in compiled["fetch"]
+    assert 'project="beta"' in compiled["fetch"]
     fetched = await call(client, "memory_smart_search", ids=["main"], project="beta")
     assert [s["id"] for s in fetched["sessions"]] == ["main"]
     assert fetched["sessions"][0]["title"] == "beta work on the main branch"

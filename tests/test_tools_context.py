@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import math
 import random
 import uuid
@@ -483,7 +484,11 @@ async def test_the_context_never_exceeds_its_budget(
     for item_id, item in omitted.items():
         assert item_id in real_ids, item
         assert item_id is None or item_id not in text, item
-        assert item["fetch"] == (f"memory_smart_search(ids=[{item_id!r}])" if item_id else "memory_profile()")
+    # One fetch hint returns everything left out (the profile through its own tool).
+    left_ids = [o["id"] for o in result["omitted"] if o["id"]]
+    calls = [f"memory_smart_search(ids={json.dumps(left_ids)})"] if left_ids else []
+    calls += ["memory_profile()"] if None in omitted else []
+    assert result["fetch"] == ("; ".join(calls) or None)
     # Everything that competes for the context is either in the text or listed as left out.
     for lesson_id in lessons | memories:
         assert (lesson_id in text) != (lesson_id in omitted), lesson_id
@@ -530,7 +535,8 @@ async def test_the_session_start_prompt_lists_what_was_left_out(client: Client) 
 
     text = prompt.messages[0].content.text
     assert compiled["text"] in text
-    expected = "; ".join(f"memory_smart_search(ids=[{o['id']!r}])" for o in compiled["omitted"])
+    expected = f"memory_smart_search(ids={json.dumps([o['id'] for o in compiled['omitted']])})"
+    assert compiled["fetch"] == expected
     assert text.endswith("\nLeft out for space (fetch with): " + expected)
 
 
@@ -562,7 +568,7 @@ async def test_the_slot_resource_returns_the_slot_content(client: Client) -> Non
     here = await client.read_resource("memory://slots/persona")
     there = await client.read_resource("memory://slots/persona?project=other")
 
-    assert templates == {"memory://context{?project,query,task_type}", "memory://slots/{name}{?project}"}
+    assert templates == {"memory://context{?project,query,task_type,budget}", "memory://slots/{name}{?project}"}
     (content,) = here.contents
     assert content.text == "A careful reviewer."
     assert content.mime_type == "text/plain"

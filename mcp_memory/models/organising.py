@@ -153,12 +153,11 @@ class ContextSection(BaseModel):
 
 
 class OmittedItem(BaseModel):
-    """Something left out for lack of budget, and how to fetch it."""
+    """Something left out for lack of budget (the result's `fetch` returns it in full)."""
 
     section: str
-    id: PublicId | None = Field(description="Record id, for memory_smart_search(ids=[...]); null for the profile.")
-    title: str
-    fetch: str = Field(description="The call that returns it in full.")
+    id: PublicId | None = Field(description="Record id; null for the profile.")
+    title: str = Field(description="Its title, shortened.")
 
 
 class ContextResult(BaseModel):
@@ -170,3 +169,6 @@ class ContextResult(BaseModel):
     budget: int
     sections: list[ContextSection]
     omitted: list[OmittedItem]
+    fetch: str | None = Field(
+        description="The call(s) that return everything in omitted, in full; null when there is nothing to fetch."
+    )

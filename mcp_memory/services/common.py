@@ -96,6 +96,14 @@ class Scrubber:
     def summary(self) -> dict[str, int]:
         return dict(self.counts)
 
+    def query(self, query: str) -> tuple[str, str]:
+        """A search query as echoed (secrets and private parts shown as removed) and as searched (without them).
+
+        A redacted secret cannot match anything stored, and must not reach an embedding provider.
+        """
+        shown = self.text(query)
+        return shown, " ".join(without_markers(shown).split())
+
     def required(self, field: str, value: str) -> str:
         """Scrub a required text; refuse it when no letter or digit is left outside private or secret parts."""
         result = self._privacy.clean(value)

@@ -5,20 +5,22 @@ ranked by confidence × relevance, the most seen mistake cards, recent sessions,
 relevant to the query or task type (else the most important ones). A query or task type focuses,
 never filters: what matches it comes first, and the best of the rest follow while budget remains.
 Tokens are estimated as ceil(characters / 4) of the final text, which never exceeds the budget.
-Each section is cut at an item boundary; what did not fit is listed with its public id so the
-agent can fetch it.
+Each section is cut at an item boundary; what did not fit is listed with its public id, and one
+fetch hint names the calls that return all of it.
 """
 
 from __future__ import annotations
 
+import json
 import math
+import re
 from dataclasses import dataclass, field
 from typing import TypeVar
 
 from mcp_memory.ids import public_id
 from mcp_memory.models.learning import LessonView, ProfileResult
 from mcp_memory.models.organising import ContextResult, ContextSection, OmittedItem
-from mcp_memory.models.records import Memory, MistakeCard
+from mcp_memory.models.records import Memory, MistakeCard, Session
 from mcp_memory.repositories.memories import MemoryRepository
 from mcp_memory.repositories.outcomes import MistakeCardRepository
 from mcp_memory.repositories.sessions import SessionRepository
@@ -30,6 +32,10 @@ from mcp_memory.services.lessons import LessonService
 from mcp_memory.services.slots import SlotService
 
 CHARS_PER_TOKEN = 4
+FETCH_IDS_PER_CALL = 100  # memory_smart_search takes at most this many ids
+OMITTED_TITLE_CHARS = 60
+_DRAFT_HEADER = re.compile(r"^.*: \d+ observations, [\d-]{10} [\d:]{5} to [\d-]{10} [\d:]{5}\.$")
+"""The first line of an extractive session summary (title, count, span), which the context line already says."""
 
 
 def estimate_tokens(text: str) -> int:
@@ -61,17 +67,28 @@ class ContextService(Service):
         self.insights = insights
 
     async def compile(
-        self, project: str, *, query: str | None = None, task_type: str | None = None, budget: int | None = None
+        self,
+        project: str,
+        *,
+        query: str | None = None,
+        task_type: str | None = None,
+        budget: int | None = None,
+        default_project: str | None = None,
     ) -> ContextResult:
-        """The context for a session in `project`, focused on `query` / `task_type` when given."""
+        """The context for a session in `project`, focused on `query` / `task_type` when given.
+
+        `default_project` is the project a call that names none reaches (default: the server's);
+        the fetch hint names `project` only when it differs.
+        """
         budget = budget or self.settings.context_budget
+        focus = self._focus(query, task_type)
         sections = [
             await self._pinned(project),
             self._profile(await self.insights.profile(project, top=8)),
-            await self._lessons(project, query, task_type),
+            await self._lessons(project, focus, task_type),
             await self._mistakes(project, task_type),
             await self._sessions(project),
-            await self._memories(project, query, task_type),
+            await self._memories(project, focus),
         ]
         text = f"# Memory for project {project}\n"
         report: list[ContextSection] = []
@@ -82,12 +99,7 @@ class ContextService(Service):
                 block = (section.heading if included == 0 else "") + item.text + "\n"
                 if estimate_tokens(text + block) > budget:
                     omitted += [
-                        OmittedItem(
-                            section=section.name,
-                            id=i.id,
-                            title=i.title,
-                            fetch=f"memory_smart_search(ids=[{public_id(i.id)!r}])" if i.id else "memory_profile()",
-                        )
+                        OmittedItem(section=section.name, id=i.id, title=shorten(i.title, OMITTED_TITLE_CHARS))
                         for i in section.items[position:]
                     ]
                     break
@@ -103,8 +115,42 @@ class ContextService(Service):
                     )
                 )
         return ContextResult(
-            project=project, text=text, tokens=estimate_tokens(text), budget=budget, sections=report, omitted=omitted
+            project=project,
+            text=text,
+            tokens=estimate_tokens(text),
+            budget=budget,
+            sections=report,
+            omitted=omitted,
+            fetch=self._fetch_hint(project, default_project or self.settings.project, omitted),
         )
+
+    async def session_id(self, project: str, session_id: str) -> str:
+        """The id callers use for a session of `project`, or the not-found error naming session_id."""
+        async with self.db.read() as conn:
+            return public_id((await SessionRepository(conn).get(session_id, project)).id)
+
+    def _focus(self, query: str | None, task_type: str | None) -> str | None:
+        """What the context is focused on: the query without its secrets and private parts, else the task type.
+
+        A redacted secret cannot match anything stored, and must not reach an embedding provider.
+        """
+        searched = self.scrubber().query(query)[1] if query else ""
+        return searched or (task_type.replace("_", " ") if task_type else None)
+
+    def _fetch_hint(self, project: str, default_project: str, omitted: list[OmittedItem]) -> str | None:
+        """The calls that return everything left out, naming the project when an unnamed call would miss it.
+
+        The profile has no id; its tool is left out of the hint under the core tool profile, which lacks it.
+        """
+        named = [] if project == default_project else [f"project={_quoted(project)}"]
+        ids = [public_id(o.id) for o in omitted if o.id is not None]
+        calls = [
+            _call("memory_smart_search", f"ids={_quoted(ids[start : start + FETCH_IDS_PER_CALL])}", *named)
+            for start in range(0, len(ids), FETCH_IDS_PER_CALL)
+        ]
+        if len(ids) < len(omitted) and self.settings.tools == "all":
+            calls.append(_call("memory_profile", *named))
+        return "; ".join(calls) or None
 
     async def _pinned(self, project: str) -> _Section:
         section = _Section("pinned_slots", "\n## Pinned\n")
@@ -116,7 +162,7 @@ class ContextService(Service):
     @staticmethod
     def _profile(profile: ProfileResult) -> _Section:
         section = _Section("profile", "\n## Project profile\n")
-        if not (profile.sessions or profile.memories or profile.lessons):
+        if not (profile.sessions or profile.memories or profile.lessons or profile.task_types):
             return section
         lines = [
             f"{profile.sessions} sessions, {profile.observations} observations, "
@@ -134,9 +180,8 @@ class ContextService(Service):
         section.items.append(_Item("\n".join(lines), None, "project profile"))
         return section
 
-    async def _lessons(self, project: str, query: str | None, task_type: str | None) -> _Section:
+    async def _lessons(self, project: str, focus: str | None, task_type: str | None) -> _Section:
         section = _Section("lessons", "\n## Lessons\n")
-        focus = query or (task_type.replace("_", " ") if task_type else None)
         found = []
         for scope, limit in ((project, 10), (GLOBAL_PROJECT, 5)):
             if scope == GLOBAL_PROJECT and project == GLOBAL_PROJECT:
@@ -174,17 +219,17 @@ class ContextService(Service):
         async with self.db.read() as conn:
             found, _ = await SessionRepository(conn).page(project, "all", "", 5, 0)
         for s in found:
-            summary = s.summary or s.folded_digest or ""
+            title = s.title or public_id(s.id)
             kept = s.observation_count - s.folded_count
-            line = f"- {s.last_activity_at[:10]} {s.title or public_id(s.id)} ({kept} observations)"
+            line = f"- {s.last_activity_at[:10]} {title} ({kept} observations)"
+            summary = _beyond_title(s, title)
             if summary:
                 line += f": {shorten(summary, 400)}"
-            section.items.append(_Item(line, s.id, s.title or public_id(s.id)))
+            section.items.append(_Item(line, s.id, title))
         return section
 
-    async def _memories(self, project: str, query: str | None, task_type: str | None) -> _Section:
+    async def _memories(self, project: str, focus: str | None) -> _Section:
         section = _Section("memories", "\n## Memories\n")
-        focus = query or (task_type.replace("_", " ") if task_type else None)
         vector = await self.query_vector(focus) if focus else None
         async with self.db.read() as conn:
             repo = MemoryRepository(conn)
@@ -212,3 +257,32 @@ def _unique(items: list[_T]) -> list[_T]:
             seen.add(item.id)
             out.append(item)
     return out
+
+
+def _call(tool: str, *arguments: str) -> str:
+    return f"{tool}({', '.join(arguments)})"
+
+
+def _quoted(value: str | list[str]) -> str:
+    """A value as the JSON a tool call takes, so any name reads as data."""
+    return json.dumps(value, ensure_ascii=False)
+
+
+def _beyond_title(session: Session, title: str) -> str:
+    """The session's summary (else its folded digest) without what its context line already says.
+
+    An extractive summary opens with a line of title, observation count and span, and lists the
+    decision or observation the title was taken from; a heading left with nothing under it goes too.
+    A summary the client's model wrote is shown as it is.
+    """
+    if not session.summary or session.summary_source == "sampling":
+        return session.summary or session.folded_digest or ""
+    lines = session.summary.splitlines()
+    if _DRAFT_HEADER.match(lines[0]):
+        lines = lines[1:]
+    lines = [line for line in lines if line.removeprefix("- ") != title]
+    return "\n".join(
+        line
+        for line, following in zip(lines, [*lines[1:], ""], strict=True)
+        if not (line.endswith(":") and not following.startswith("- "))  # "Decisions:" with no decision left
+    )

@@ -21,11 +21,10 @@ from mcp_memory.errors import InvalidInputError, NotFoundError
 from mcp_memory.ids import new_id
 from mcp_memory.models.learning import LessonList, LessonRecallResult, LessonSaveResult, LessonView
 from mcp_memory.models.records import Lesson
-from mcp_memory.privacy import without_markers
 from mcp_memory.repositories.lessons import LessonRepository
 from mcp_memory.repositories.meta import MetaRepository
 from mcp_memory.search.index import Hit, SearchFilter
-from mcp_memory.services.common import GLOBAL_PROJECT, Deps, Scrubber, Service
+from mcp_memory.services.common import GLOBAL_PROJECT, Deps, Service
 from mcp_memory.services.indexing import DocSpec
 
 LESSON_KINDS = ("lesson", "heuristic", "anti_pattern", "rule_works", "rule_avoid")
@@ -70,15 +69,6 @@ def _digest(normal: str, kind: str, task_type: str | None) -> str:
     if kind != "lesson":
         normal = f"{kind}\x1f{task_type or ''}\x1f{normal}"
     return hashlib.sha256(normal.encode()).hexdigest()
-
-
-def scrub_query(scrubber: Scrubber, query: str) -> tuple[str, str]:
-    """A search query as echoed (secrets and private parts shown as removed) and as searched (without them).
-
-    A redacted secret cannot match anything stored, and must not reach an embedding provider.
-    """
-    shown = scrubber.text(query)
-    return shown, " ".join(without_markers(shown).split())
 
 
 def reinforced(confidence: float) -> float:
@@ -158,8 +148,16 @@ class LessonService(Service):
         confidence: float | None = None,
         scope: str = "project",
         agent_id: str | None = None,
+        restricted: str | None = None,
     ) -> LessonSaveResult:
-        """Save a lesson, or reinforce (and if faded, restore) the one with the same fingerprint."""
+        """Save a lesson, or reinforce (and if faded, restore) the one with the same fingerprint.
+
+        Global lessons reach every project, so a caller `restricted` to one project may not write them.
+        """
+        if scope == "global" and restricted is not None:
+            raise InvalidInputError(
+                "scope", f"global lessons are read-only for a connection restricted to project {restricted!r}"
+            )
         if confidence is not None and confidence <= self.settings.lesson_fade_at:
             raise InvalidInputError(
                 "confidence", f"must be above {self.settings.lesson_fade_at} (a lesson at or below it is faded)"
@@ -304,7 +302,7 @@ class LessonService(Service):
         only the rest is searched (a query with nothing else left finds nothing).
         """
         _check_kinds(kinds)
-        shown, searched = scrub_query(self.scrubber(), query) if query else (query, None)
+        shown, searched = self.scrubber().query(query) if query else (query, None)
         found: list[LessonView] = []
         if query and not searched:
             return LessonRecallResult(project=project, query=shown, lessons=found)

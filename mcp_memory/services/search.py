@@ -20,7 +20,7 @@ from mcp_memory.search.index import Hit as IndexHit
 from mcp_memory.search.index import SearchFilter
 from mcp_memory.services.common import GLOBAL_PROJECT, Deps, Service, epoch_or_none, time_window
 from mcp_memory.services.compress import compact_line, shorten
-from mcp_memory.services.lessons import LessonService, scrub_query
+from mcp_memory.services.lessons import LessonService
 
 EPISODIC_KINDS = frozenset({"observation", "session"})
 SEARCHABLE_KINDS = frozenset({"observation", "session", "memory", "lesson"})
@@ -57,7 +57,7 @@ class SearchService(Service):
         if unknown:
             raise InvalidInputError("kinds", f"unknown kind {sorted(unknown)[0]!r}; use {sorted(SEARCHABLE_KINDS)}")
         start, end = time_window(since, until)
-        shown, searched = scrub_query(self.scrubber(), query)
+        shown, searched = self.scrubber().query(query)
         if session_id is not None:
             async with self.db.read() as conn:
                 session_id = (await SessionRepository(conn).get(session_id, project)).id
@@ -88,7 +88,7 @@ class SearchService(Service):
         """Compact hits across kinds for `query`, plus full records for `ids`."""
         if not query and not ids:
             raise InvalidInputError("query", "give a query, or ids of records to fetch in full")
-        shown, searched = scrub_query(self.scrubber(), query) if query is not None else (None, "")
+        shown, searched = self.scrubber().query(query) if query is not None else (None, "")
         result = SmartSearchResult(project=project, query=shown)
         wanted = frozenset(kinds) if kinds else SEARCHABLE_KINDS
         if wanted - SEARCHABLE_KINDS:

@@ -61,8 +61,9 @@ async def memory_context(
     project: Project = None,
 ) -> ContextResult:
     """Compile the start-of-session context: pinned slots, profile, lessons, mistakes, sessions, memories, in budget."""
+    name, default = await project_of(ctx, project), await project_of(ctx, None)
     return await app_of(ctx).context.compile(
-        await project_of(ctx, project), query=query, task_type=task_type, budget=budget
+        name, query=query, task_type=task_type, budget=budget, default_project=default
     )
 
 

@@ -7,7 +7,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from typing import Annotated, Any
 
 from mcp.server.context import CallNext, HandlerResult, ServerMiddleware, ServerRequestContext
-from mcp.server.mcpserver import Context, MCPServer, UserMessage
+from mcp.server.mcpserver import Context, MCPServer, ResourceSecurity, UserMessage
 from mcp.server.mcpserver.exceptions import ResourceError, ResourceNotFoundError, ToolError
 from mcp.server.mcpserver.utilities.func_metadata import FuncMetadata, func_metadata
 from mcp.shared.exceptions import MCPError
@@ -16,9 +16,10 @@ from pydantic import Field
 
 from mcp_memory.context import AppContext
 from mcp_memory.errors import MCPMemoryError, NotFoundError
-from mcp_memory.services.common import check_session_id
-from mcp_memory.tools._common import Ctx, Project, _argument_problem, app_of
+from mcp_memory.models.organising import ContextResult
+from mcp_memory.tools._common import Ctx, Project, _argument_problem, app_of, text_safe
 from mcp_memory.tools.caller import agent_of, project_of
+from mcp_memory.tools.knowledge import memory_context
 from mcp_memory.tools.learning import TaskType
 
 SESSION_START = """\
@@ -26,12 +27,36 @@ Here is what you remember about this project. Use it; do not repeat work it says
 
 {context}
 
-While you work:
+While you work{project_hint}:
 - record decisions, errors and their fixes, and file changes with memory_observe;
 - save durable facts, decisions and preferences with memory_save;
 - look things up with memory_recall / memory_smart_search before re-deriving them;
-- when a task ends, record how it went with memory_outcome_record.
-Items listed as left out can be fetched by id with memory_smart_search(ids=[...])."""
+- when a task ends, record how it went with memory_outcome_record."""
+
+
+async def compiled_context(
+    ctx: Ctx, project: str | None, query: str | None, task_type: str | None, budget: int | None = None
+) -> tuple[ContextResult, str]:
+    """The compiled context of the caller's project, and the hint to name it in calls ("" for the default)."""
+    name, default = await project_of(ctx, project), await project_of(ctx, None)
+    compiled = await app_of(ctx).context.compile(
+        name, query=query, task_type=task_type, budget=budget, default_project=default
+    )
+    return compiled, project_hint(name, default)
+
+
+def project_hint(name: str, default: str) -> str:
+    """What tells the agent to name the project in its calls, when calls without one would reach another."""
+    return "" if name == default else f" (pass project={json.dumps(name, ensure_ascii=False)} to every call)"
+
+
+def left_out(compiled: ContextResult) -> str:
+    """The line that says what the context left out for space and how to fetch it ("" when nothing was)."""
+    if not compiled.omitted:
+        return ""
+    if compiled.fetch:
+        return "\nLeft out for space (fetch with): " + compiled.fetch
+    return "\nLeft out for space: " + "; ".join(o.title for o in compiled.omitted)
 
 
 async def session_start(
@@ -42,18 +67,15 @@ async def session_start(
 ) -> list[UserMessage]:
     """Start a session with the compiled memory context of the project."""
     try:
-        compiled = await app_of(ctx).context.compile(await project_of(ctx, project), query=query, task_type=task_type)
+        compiled, hint = await compiled_context(ctx, project, query, task_type)
     except (MCPMemoryError, ToolError) as exc:
         # An MCPError passes through the SDK with its message; anything else becomes "internal error".
         raise MCPError(code=INVALID_PARAMS, message=str(exc)) from exc
-    text = SESSION_START.format(context=compiled.text)
-    if compiled.omitted:
-        text += "\nLeft out for space (fetch with): " + "; ".join(o.fetch for o in compiled.omitted)
-    return [UserMessage(text)]
+    return [UserMessage(SESSION_START.format(context=compiled.text, project_hint=hint) + left_out(compiled))]
 
 
 SESSION_END = """\
-Before this session ends, record what it taught, so the next session starts smarter:
+Before this session ends, record what it taught, so the next session starts smarter{project_hint}:
 
 1. For each task you attempted{task_hint}, call memory_outcome_record with: task, task_type
    (e.g. bugfix, refactor, feature), success and/or score (0-1), strategy (the approach), steps,
@@ -74,31 +96,51 @@ async def session_end(
         str | None, Field(max_length=128, description="The session to close (default: the current one).")
     ] = None,
     task: Annotated[str | None, Field(max_length=2_000, description="The main task of the session, if known.")] = None,
+    project: Project = None,
 ) -> list[UserMessage]:
     """End a session: record outcomes, reflect, crystallize, and save what should outlive it."""
+    app = app_of(ctx)
     try:
+        name, default = await project_of(ctx, project), await project_of(ctx, None)
         if session_id is not None:
-            session_id = check_session_id(session_id)
+            session_id = await app.context.session_id(name, session_id)
         else:
             # The walk-through must summarise this session, which crystallize without an id would not.
-            session_id = await app_of(ctx).summaries.current_session(await project_of(ctx, None), agent_of(ctx, None))
+            session_id = await app.summaries.current_session(name, agent_of(ctx, None))
     except (MCPMemoryError, ToolError) as exc:
         raise MCPError(code=INVALID_PARAMS, message=str(exc)) from exc
-    session_arg = f'(session_id="{session_id}")' if session_id else ""
-    # Quoted as a string literal, so the task reads as data whatever quotes or line breaks it holds.
+    # Quoted as string literals, so names and the task read as data whatever quotes or line breaks they hold.
+    given = {"session_id": session_id, "project": None if name == default else name}
+    arguments = ", ".join(f"{key}={json.dumps(value, ensure_ascii=False)}" for key, value in given.items() if value)
+    session_arg = f"({arguments})" if arguments else ""
     task_hint = f" (at least: {json.dumps(task.strip(), ensure_ascii=False)})" if task and task.strip() else ""
-    return [UserMessage(SESSION_END.format(session_arg=session_arg, task_hint=task_hint))]
+    hint = project_hint(name, default)
+    return [UserMessage(SESSION_END.format(session_arg=session_arg, task_hint=task_hint, project_hint=hint))]
+
+
+_CONTEXT_ARGUMENTS = text_safe(func_metadata(memory_context, skip_names=["ctx"], structured_output=False))
+"""The memory_context tool's arguments: the resource takes the same, with the same limits."""
 
 
 async def context_resource(
-    ctx: Ctx, project: str | None = None, query: str | None = None, task_type: str | None = None
+    ctx: Ctx,
+    project: str | None = None,
+    query: str | None = None,
+    task_type: str | None = None,
+    budget: str | None = None,
 ) -> str:
-    """The compiled context as markdown."""
+    """The compiled context as markdown, with what was left out for space and how to fetch it."""
+    given = {"project": project, "query": query, "task_type": task_type, "budget": budget}
+    arguments = {key: value for key, value in given.items() if value is not None}
+    problem = _argument_problem(_CONTEXT_ARGUMENTS, arguments)
+    if problem:
+        raise ResourceError(problem)
+    tokens = _CONTEXT_ARGUMENTS.arg_model.model_validate(arguments).model_dump()["budget"]  # "500" -> 500
     try:
-        compiled = await app_of(ctx).context.compile(await project_of(ctx, project), query=query, task_type=task_type)
+        compiled, _ = await compiled_context(ctx, project, query, task_type, tokens)
     except (MCPMemoryError, ToolError) as exc:
         raise ResourceError(str(exc)) from exc
-    return compiled.text
+    return compiled.text + left_out(compiled)
 
 
 async def slot_resource(ctx: Ctx, name: str, project: str | None = None) -> str:
@@ -188,11 +230,12 @@ def register_prompts_and_resources(server: MCPServer[AppContext], profile: str =
     server.middleware.append(check_prompt_arguments(prompts))
     server.middleware.append(list_live_resources(server))
     server.resource(
-        "memory://context{?project,query,task_type}",
+        "memory://context{?project,query,task_type,budget}",
         name="context",
         title=CONTEXT_TITLE,
         description=CONTEXT_DESCRIPTION,
         mime_type="text/markdown",
+        security=ResourceSecurity(exempt_params={"query"}),  # a query is text, never a path: "/api" is fine
     )(context_resource)
     server.resource(
         "memory://slots/{name}{?project}",
