@@ -70,8 +70,9 @@ class StaticTokenVerifier:
             return None
         return AccessToken(
             token=token,
-            # Each token its own principal, so the SDK never lets one token use another's session.
-            client_id=found.agent_id or "token-" + hashlib.sha256(found.token.encode()).hexdigest()[:16],
+            # Each token its own principal, so the SDK never lets one token use another's session: not
+            # the agent id, which two tokens (of two projects) may share; that stays a claim.
+            client_id="token-" + hashlib.sha256(found.token.encode()).hexdigest()[:16],
             scopes=[],
             claims={"project": found.project, "agent_id": found.agent_id},
         )

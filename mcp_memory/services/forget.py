@@ -64,19 +64,25 @@ class ForgetService(Service):
         since: str | None,
         until: str | None,
         dry_run: bool,
+        restricted: str | None = None,
     ) -> ForgetResult:
-        """Delete the named records, or every record matching the filters; a dry run only reports."""
+        """Delete the named records, or every record matching the filters; a dry run only reports.
+
+        Global lessons and slots can be named by id, except by a caller `restricted` to one project:
+        to it they are read-only, so their ids are as unknown as another project's.
+        """
         if kind is not None and kind not in FILTERABLE:
             raise InvalidInputError("kind", f"must be one of {', '.join(FILTERABLE)}")
         start, end = time_window(since, until)
         if not ids and kind is None and session_id is None and start is None and end is None:
             raise InvalidInputError("ids", "give ids, or at least one filter (kind, session_id, since, until)")
+        scopes = [project] if restricted is not None else [project, GLOBAL_PROJECT]
         if dry_run:
             async with self.db.read() as conn:
-                plan = await self._plan(conn, project, ids, kind, session_id, start, end)
+                plan = await self._plan(conn, project, scopes, ids, kind, session_id, start, end)
             return self._result(plan, dry_run=True)
         async with self.db.transaction(FORGET_ACTION, project=project) as tx:
-            plan = await self._plan(tx, project, ids, kind, session_id, start, end)
+            plan = await self._plan(tx, project, scopes, ids, kind, session_id, start, end)
             observations, memories, sessions = (
                 ObservationRepository(tx),
                 MemoryRepository(tx),
@@ -152,6 +158,7 @@ class ForgetService(Service):
         self,
         conn: Conn,
         project: str,
+        scopes: Sequence[str],
         ids: Sequence[str] | None,
         kind: str | None,
         session_id: str | None,
@@ -165,7 +172,7 @@ class ForgetService(Service):
             SessionRepository(conn),
         )
         others = [i for i in ids or () if (kind_of(i) or "session") in ("lesson", *BY_ID_ONLY)]
-        named = await RecordNames(conn).describe(others, [project, GLOBAL_PROJECT])
+        named = await RecordNames(conn).describe(others, scopes)
         for record_id in ids or ():
             record_kind = kind_of(record_id) or "session"
             if record_kind == "observation":

@@ -1,9 +1,13 @@
 """Slots: named blocks of text kept in front of the agent, with hard size limits.
 
-A slot lives in a project or in the global scope ("*"); lookups try the project first. Appending
-or replacing past the limit is refused with the numbers and a way out; nothing is truncated.
-Default names are offered, never forced: appending to (or replacing) one that does not exist yet
-creates it.
+A slot lives in a project or in the global scope ("*"); reads, appends and replaces try the
+project first, deletes touch only the scope named (a repeated delete must never reach the global
+slot a project slot shadowed). Appending or replacing past the limit is refused with the numbers
+and a way out; nothing is truncated. Default names are offered, never forced: appending to (or
+replacing) one that does not exist yet creates it.
+
+Global slots open every project's context, so a caller restricted to one project (`restricted`,
+from a bound token or `--isolated`) may read them but never write them.
 """
 
 from __future__ import annotations
@@ -101,9 +105,12 @@ class SlotService(Service):
         pinned: bool | None = None,
         description: str | None = None,
         scope: str = "project",
+        restricted: str | None = None,
     ) -> SlotResult:
         """Create a slot; its content must already fit its limit."""
         _check_name(name)
+        if scope == "global":
+            _check_global_writable(restricted)
         scrub = self.scrubber()
         target = GLOBAL_PROJECT if scope == "global" else project
         default_desc, default_pinned = DEFAULT_SLOTS.get(name, (None, False))
@@ -127,14 +134,21 @@ class SlotService(Service):
         return SlotResult(slot=self.view(slot), created=True, redacted=scrub.summary())
 
     async def append(
-        self, project: str, name: str, text: str, *, separator: str = "\n", scope: str | None = None
+        self,
+        project: str,
+        name: str,
+        text: str,
+        *,
+        separator: str = "\n",
+        scope: str | None = None,
+        restricted: str | None = None,
     ) -> SlotResult:
         """Add text to the end of a slot (creating a default-named slot on first use)."""
         _check_name(name)
         scrub = self.scrubber()
         addition = scrub.required("text", text)
         async with self.db.transaction("memory_slot_append", project=project) as tx:
-            slot, created = await self._find_or_default(tx, project, name, scope)
+            slot, created = await self._find_or_default(tx, project, name, scope, restricted)
             content = f"{slot.content}{separator}{addition}" if slot.content else addition
             _fits("text", slot, content)
             slot = slot.model_copy(update={"content": content, "updated_at": self.now_iso()})
@@ -152,6 +166,7 @@ class SlotService(Service):
         pinned: bool | None = None,
         description: str | None = None,
         scope: str | None = None,
+        restricted: str | None = None,
     ) -> SlotResult:
         """Rewrite a slot's content (or one passage of it: `old` → `content`) and/or its settings."""
         _check_name(name)
@@ -160,7 +175,7 @@ class SlotService(Service):
         scrub = self.scrubber()
         new_text = None if content is None else scrub.text(content)
         async with self.db.transaction("memory_slot_replace", project=project) as tx:
-            slot, created = await self._find_or_default(tx, project, name, scope)
+            slot, created = await self._find_or_default(tx, project, name, scope, restricted)
             body = slot.content
             if old is not None and new_text is not None:
                 if old not in body:
@@ -183,11 +198,26 @@ class SlotService(Service):
             await self._save(tx, slot, created)
         return SlotResult(slot=self.view(slot), created=created, redacted=scrub.summary())
 
-    async def delete(self, project: str, name: str, scope: str | None = None) -> SlotDeleted:
-        """Delete a slot (the project's, else the global one, or exactly the scope given)."""
+    async def delete(
+        self, project: str, name: str, scope: str = "project", *, restricted: str | None = None
+    ) -> SlotDeleted:
+        """Delete the project's slot, or the global one only when `scope` is "global"."""
+        if scope == "global":
+            _check_global_writable(restricted)
+        target = GLOBAL_PROJECT if scope == "global" else project
         async with self.db.transaction("memory_slot_delete", project=project) as tx:
-            slot = await self._find(SlotRepository(tx), project, name, scope)
-            await SlotRepository(tx).delete(slot.id)
+            repo = SlotRepository(tx)
+            slot = await repo.get_or_none(target, name)
+            if slot is None:
+                hint = "call memory_slot_list to see the slots here"
+                if target != GLOBAL_PROJECT and await repo.get_or_none(GLOBAL_PROJECT, name) is not None:
+                    hint = (
+                        "only a global slot has that name; it is read-only for this connection"
+                        if restricted is not None
+                        else 'only a global slot has that name; pass scope="global" to delete it'
+                    )
+                raise NotFoundError("slot", name, hint, field="name")
+            await repo.delete(slot.id)
             await drop_relations(tx, [slot.id])
             tx.changed("slot", slot.id, "delete")
         return SlotDeleted(name=slot.name, scope="global" if slot.project == GLOBAL_PROJECT else "project", id=slot.id)
@@ -203,16 +233,33 @@ class SlotService(Service):
             hint += " or append to it (default names are created on first append or replace)"
         raise NotFoundError("slot", name, hint, field="name")
 
-    async def _find_or_default(self, tx: Tx, project: str, name: str, scope: str | None) -> tuple[Slot, bool]:
+    async def _find_or_default(
+        self, tx: Tx, project: str, name: str, scope: str | None, restricted: str | None
+    ) -> tuple[Slot, bool]:
+        """The slot a write changes (a default name is made on first use); never a global one if `restricted`."""
+        if scope == "global":
+            _check_global_writable(restricted)
         repo = SlotRepository(tx)
         try:
-            return await self._find(repo, project, name, scope), False
+            slot = await self._find(repo, project, name, scope)
         except NotFoundError:
             if name not in DEFAULT_SLOTS:
                 raise
-        description, pinned = DEFAULT_SLOTS[name]
-        target = GLOBAL_PROJECT if scope == "global" else project
-        return self._new(target, name, "", self.settings.slot_size_limit, pinned, description), True
+            description, pinned = DEFAULT_SLOTS[name]
+            target = GLOBAL_PROJECT if scope == "global" else project
+            return self._new(target, name, "", self.settings.slot_size_limit, pinned, description), True
+        if restricted is not None and slot.project == GLOBAL_PROJECT:  # found by falling back from the project
+            way_out = (
+                'pass scope="project" to create the project\'s own'
+                if name in DEFAULT_SLOTS
+                else "create the project's own with memory_slot_create"
+            )
+            raise InvalidInputError(
+                "scope",
+                f"slot {name!r} exists only in the global scope, and global slots are read-only for a connection "
+                f"restricted to project {restricted!r}; {way_out}",
+            )
+        return slot, False
 
     async def _save(self, tx: Tx, slot: Slot, created: bool) -> None:
         repo = SlotRepository(tx)
@@ -240,6 +287,14 @@ class SlotService(Service):
 def _check_name(name: str) -> None:
     if not _NAME.match(name):
         raise InvalidInputError("name", "must be lower_snake_case: a letter, then letters, digits or _ (max 64)")
+
+
+def _check_global_writable(restricted: str | None) -> None:
+    """Refuse a global write to a caller restricted to one project: it would reach every project's context."""
+    if restricted is not None:
+        raise InvalidInputError(
+            "scope", f"global slots are read-only for a connection restricted to project {restricted!r}"
+        )
 
 
 def _fits(field: str, slot: Slot, content: str, *, creating: bool = False) -> None:

@@ -1,9 +1,10 @@
 """Who is calling, and in which project: the token's grant, the client's roots, the settings.
 
 The project of a call comes from, in order: the tool's `project` argument, the token's project,
-the client's MCP roots (a `.mcp-memory-project` file in the first root folder, else that folder's
-name), `--project`, `default`. A token bound to a project can never name another; with
-`--isolated`, no call may name a project other than the token's or the roots'.
+the client's MCP roots (over stdio a `.mcp-memory-project` file in the first root folder, else that
+folder's name), `--project`, `default`. A token bound to a project can never name another; with
+`--isolated`, no call may name a project other than the token's or the roots'. Such a restricted
+connection may read global lessons and slots but not write them: they reach every project.
 """
 
 from __future__ import annotations
@@ -92,7 +93,9 @@ async def roots_project(ctx: Ctx) -> str | None:
         with anyio.fail_after(_ROOTS_TIMEOUT_S), warnings.catch_warnings():
             warnings.simplefilter("ignore")
             result = await session.list_roots()
-        name = project_from_roots([str(root.uri) for root in result.roots])
+        # A remote client's folders are on its own disk: only a stdio client shares ours.
+        local = app_of(ctx).settings.transport == "stdio"
+        name = project_from_roots([str(root.uri) for root in result.roots], read_marker=local)
     except Exception:  # a client that cannot list roots simply does not name a project this way
         name = None
     with contextlib.suppress(TypeError):  # a session object that cannot be weakly referenced is not cached
@@ -100,19 +103,20 @@ async def roots_project(ctx: Ctx) -> str | None:
     return name
 
 
-def project_from_roots(uris: list[str]) -> str | None:
-    """The project of the first root: its marker file's first line, else its folder name."""
+def project_from_roots(uris: list[str], *, read_marker: bool) -> str | None:
+    """The project of the first root: its marker file's first line (if `read_marker`), else its folder name."""
     for uri in uris:
         parsed = urlparse(uri)
         if parsed.scheme != "file":
             continue
         folder = Path(unquote(parsed.path))
         name = folder.name
-        try:
-            marker = (folder / PROJECT_MARKER).read_text().strip().splitlines()
-            name = marker[0].strip() if marker and marker[0].strip() else name
-        except OSError:
-            pass  # a remote server cannot see the client's files: the folder name stands
+        if read_marker:
+            try:
+                marker = (folder / PROJECT_MARKER).read_text().strip().splitlines()
+                name = marker[0].strip() if marker and marker[0].strip() else name
+            except OSError:
+                pass  # no marker (or an unreadable one): the folder name stands
         name = _UNSAFE.sub("-", name).strip("-")[:128]
         if name:
             return name

@@ -18,7 +18,7 @@ from mcp_memory.models.learning import (
 )
 from mcp_memory.services.outcomes import MistakeCardInput
 from mcp_memory.tools._common import AgentId, Ctx, Limit, Offset, Project, app_of, make_tool
-from mcp_memory.tools.caller import agent_of, project_of
+from mcp_memory.tools.caller import agent_of, project_of, restricted_to
 
 TaskType = Annotated[
     str | None,
@@ -59,7 +59,7 @@ async def memory_lesson_save(
     """Save a lesson; saving the same lesson again reinforces it (and restores it if it had faded)."""
     return await app_of(ctx).lessons.save(
         await project_of(ctx, project), content, context=context, tags=tags, task_type=task_type, confidence=confidence,
-        scope=scope, agent_id=agent_of(ctx, agent_id),
+        scope=scope, agent_id=agent_of(ctx, agent_id), restricted=await restricted_to(ctx),
     )  # fmt: skip
 
 

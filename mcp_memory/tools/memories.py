@@ -22,7 +22,7 @@ from mcp_memory.tools._common import (
     app_of,
     make_tool,
 )
-from mcp_memory.tools.caller import agent_of, project_of
+from mcp_memory.tools.caller import agent_of, project_of, restricted_to
 
 MemoryKind = Annotated[
     str,
@@ -121,6 +121,7 @@ async def memory_forget(
         since=since,
         until=until,
         dry_run=dry_run,
+        restricted=await restricted_to(ctx),
     )
 
 

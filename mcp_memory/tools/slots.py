@@ -9,7 +9,7 @@ from pydantic import Field
 
 from mcp_memory.models.organising import SlotDeleted, SlotList, SlotResult, SlotView
 from mcp_memory.tools._common import Ctx, Project, app_of, make_tool
-from mcp_memory.tools.caller import project_of
+from mcp_memory.tools.caller import project_of, restricted_to
 
 Name = Annotated[
     str,
@@ -22,6 +22,10 @@ Name = Annotated[
 Scope = Annotated[
     Literal["project", "global"] | None,
     Field(description="project or global; omit to use the project's slot, else the global one."),
+]
+DeleteScope = Annotated[
+    Literal["project", "global"],
+    Field(description="Which slot to delete: the project's, or the global one (never one in place of the other)."),
 ]
 Text = Annotated[str, Field(max_length=100_000)]
 
@@ -49,7 +53,7 @@ async def memory_slot_create(
     """Create a named slot with a size limit; pinned slots open every context."""
     return await app_of(ctx).slots.create(
         await project_of(ctx, project), name, content=content, size_limit=size_limit, pinned=pinned,
-        description=description, scope=scope,
+        description=description, scope=scope, restricted=await restricted_to(ctx),
     )  # fmt: skip
 
 
@@ -62,7 +66,10 @@ async def memory_slot_append(
     project: Project = None,
 ) -> SlotResult:
     """Append to a slot; refused (nothing changed) if it would pass the size limit."""
-    return await app_of(ctx).slots.append(await project_of(ctx, project), name, text, separator=separator, scope=scope)
+    return await app_of(ctx).slots.append(
+        await project_of(ctx, project), name, text, separator=separator, scope=scope,
+        restricted=await restricted_to(ctx),
+    )  # fmt: skip
 
 
 async def memory_slot_replace(
@@ -83,13 +90,17 @@ async def memory_slot_replace(
     """Rewrite a slot's content (or one passage of it) and/or its limit, pin, description; creates a default name."""
     return await app_of(ctx).slots.replace(
         await project_of(ctx, project), name, content=content, old=old, size_limit=size_limit, pinned=pinned,
-        description=description, scope=scope,
+        description=description, scope=scope, restricted=await restricted_to(ctx),
     )  # fmt: skip
 
 
-async def memory_slot_delete(ctx: Ctx, name: Name, scope: Scope = None, project: Project = None) -> SlotDeleted:
-    """Delete a slot, its content, and every relation to or from it."""
-    return await app_of(ctx).slots.delete(await project_of(ctx, project), name, scope)
+async def memory_slot_delete(
+    ctx: Ctx, name: Name, scope: DeleteScope = "project", project: Project = None
+) -> SlotDeleted:
+    """Delete a slot, its content, and every relation to or from it; a global slot only with scope="global"."""
+    return await app_of(ctx).slots.delete(
+        await project_of(ctx, project), name, scope, restricted=await restricted_to(ctx)
+    )
 
 
 def slots_tools() -> list[Tool]:
