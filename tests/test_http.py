@@ -263,7 +263,7 @@ async def test_a_project_bound_token_acts_in_its_project_and_can_never_name_anot
 
 def test_a_session_cannot_be_used_with_another_token(servers: dict[str, HttpServer], raw: httpx2.Client) -> None:
     server = servers["streamable-http"]
-    owner, intruder = BETA, TOKEN  # neither has an agent id: both verify as client 'mcp-memory-client'
+    owner, intruder = BETA, TOKEN  # each token is its own principal, agent id or not
     created = raw.post(server.url, json=INITIALIZE, headers=JSON_HEADERS | bearer(owner))
     assert created.status_code == 200
     session = {"mcp-session-id": created.headers["mcp-session-id"], "mcp-protocol-version": "2025-11-25"}
