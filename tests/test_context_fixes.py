@@ -297,4 +297,4 @@ async def test_a_summarised_session_line_names_its_title_once(client: Client, cl
     assert busy.startswith(f"- 2026-01-05 {title} (3 observations): Errors and fixes: - Error: connection refused")
     assert "Decisions:" not in busy  # its one decision is the title
     assert " observations, 2026-01-05" not in busy  # the summary's own header line
-    assert quiet == "- 2026-01-05 Only a decision here (1 observations)"
+    assert quiet == "- 2026-01-05 Only a decision here (1 observation)"

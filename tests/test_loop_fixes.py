@@ -183,7 +183,7 @@ async def test_reflecting_on_one_session_keeps_the_projects_insights(client: Cli
 
     session = await call(client, "memory_reflect", session_id="conv-1")
 
-    assert session["insights"][0] == "1 observations and 0 outcomes reviewed."
+    assert session["insights"][0] == "1 observation and 0 outcomes reviewed."
     profile = await call(client, "memory_profile")
     assert profile["insights"] == project_wide["insights"]
     assert profile["reflected_at"] == "2026-01-05T09:00:00.000000Z"

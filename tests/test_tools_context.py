@@ -286,7 +286,7 @@ async def test_the_context_has_every_section_in_order(client: Client, clock: Fak
 
     assert "### persona\nYou are a meticulous reviewer." in text
     assert "Unpinned scratch text." not in text
-    assert "1 sessions, 1 observations, 1 memories, 1 lessons." in text
+    assert "1 session, 1 observation, 1 memory, 1 lesson." in text
     assert "bugfix: 0/1 succeeded, mean score 0.00" in text
     assert f"- [lesson 0.50] Run the export test three times before calling it fixed. ({ids['lesson']})" in text
     assert "- Seen 1x, premature_fix in 'Fix the flaky export test': do reproduce the flake first" in text

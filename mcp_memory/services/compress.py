@@ -66,6 +66,13 @@ class Compressed:
     files: list[str]
 
 
+def counted(number: int, noun: str) -> str:
+    """A count with its noun in the right number: "1 observation", "2 observations", "1 memory", "2 memories"."""
+    if number == 1:
+        return f"1 {noun}"
+    return f"{number} {noun[:-1]}ies" if noun.endswith("y") else f"{number} {noun}s"
+
+
 def shorten(text: str, limit: int) -> str:
     """`text` on one line, cut at a word boundary to at most `limit` characters (with an ellipsis)."""
     flat = " ".join(text.split())

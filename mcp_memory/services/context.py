@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import json
 import math
-import re
 from dataclasses import dataclass, field
 from typing import TypeVar
 
@@ -26,16 +25,15 @@ from mcp_memory.repositories.outcomes import MistakeCardRepository
 from mcp_memory.repositories.sessions import SessionRepository
 from mcp_memory.search.index import SearchFilter
 from mcp_memory.services.common import GLOBAL_PROJECT, Deps, Service
-from mcp_memory.services.compress import shorten
+from mcp_memory.services.compress import counted, shorten
 from mcp_memory.services.insights import InsightsService
 from mcp_memory.services.lessons import LessonService
 from mcp_memory.services.slots import SlotService
+from mcp_memory.services.summaries import SUMMARY_HEADER
 
 CHARS_PER_TOKEN = 4
 FETCH_IDS_PER_CALL = 100  # memory_smart_search takes at most this many ids
 OMITTED_TITLE_CHARS = 60
-_DRAFT_HEADER = re.compile(r"^.*: \d+ observations, [\d-]{10} [\d:]{5} to [\d-]{10} [\d:]{5}\.$")
-"""The first line of an extractive session summary (title, count, span), which the context line already says."""
 
 
 def estimate_tokens(text: str) -> int:
@@ -165,8 +163,8 @@ class ContextService(Service):
         if not (profile.sessions or profile.memories or profile.lessons or profile.task_types):
             return section
         lines = [
-            f"{profile.sessions} sessions, {profile.observations} observations, "
-            f"{profile.memories} memories, {profile.lessons} lessons."
+            f"{counted(profile.sessions, 'session')}, {counted(profile.observations, 'observation')}, "
+            f"{counted(profile.memories, 'memory')}, {counted(profile.lessons, 'lesson')}."
         ]
         if profile.top_concepts:
             lines.append("Concepts: " + ", ".join(c.name for c in profile.top_concepts))
@@ -221,7 +219,7 @@ class ContextService(Service):
         for s in found:
             title = s.title or public_id(s.id)
             kept = s.observation_count - s.folded_count
-            line = f"- {s.last_activity_at[:10]} {title} ({kept} observations)"
+            line = f"- {s.last_activity_at[:10]} {title} ({counted(kept, 'observation')})"
             summary = _beyond_title(s, title)
             if summary:
                 line += f": {shorten(summary, 400)}"
@@ -278,7 +276,7 @@ def _beyond_title(session: Session, title: str) -> str:
     if not session.summary or session.summary_source == "sampling":
         return session.summary or session.folded_digest or ""
     lines = session.summary.splitlines()
-    if _DRAFT_HEADER.match(lines[0]):
+    if SUMMARY_HEADER.match(lines[0]):
         lines = lines[1:]
     lines = [line for line in lines if line.removeprefix("- ") != title]
     return "\n".join(

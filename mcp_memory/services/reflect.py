@@ -35,7 +35,7 @@ from mcp_memory.repositories.relations import RelationRepository
 from mcp_memory.repositories.sessions import SessionRepository
 from mcp_memory.search.index import SearchFilter
 from mcp_memory.services.common import Deps, Service, time_window
-from mcp_memory.services.compress import shorten
+from mcp_memory.services.compress import counted, shorten
 from mcp_memory.services.lessons import LessonService
 from mcp_memory.services.outcomes import jaccard
 from mcp_memory.services.relations import relation_view
@@ -358,7 +358,7 @@ def _insights(
     observations: Sequence[Observation], outcomes: Sequence[Outcome], anti: int, heuristics: int, contradictions: int
 ) -> list[str]:
     """Plain-language findings on the evidence: counts take in what it had already taught."""
-    found = [f"{len(observations)} observations and {len(outcomes)} outcomes reviewed."]
+    found = [f"{counted(len(observations), 'observation')} and {counted(len(outcomes), 'outcome')} reviewed."]
     if outcomes:
         wins = sum(1 for o in outcomes if o.success)
         found.append(f"{wins} of {len(outcomes)} outcomes succeeded.")

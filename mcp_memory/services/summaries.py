@@ -9,6 +9,7 @@ returns is scrubbed and stored instead, else the draft is.
 
 from __future__ import annotations
 
+import re
 from collections import Counter
 from collections.abc import Sequence
 from itertools import pairwise
@@ -22,10 +23,12 @@ from mcp_memory.repositories.observations import ObservationRepository
 from mcp_memory.repositories.outcomes import OutcomeRepository
 from mcp_memory.repositories.sessions import SessionRepository
 from mcp_memory.services.common import Service, idle_cutoff
-from mcp_memory.services.compress import shorten
+from mcp_memory.services.compress import counted, shorten
 from mcp_memory.services.episodic import session_doc
 
 SUMMARY_CHARS = 2_000
+SUMMARY_HEADER = re.compile(r"^.*: \d+ observations?, [\d-]{10} [\d:]{5} to [\d-]{10} [\d:]{5}\.$")
+"""The first line of an extractive summary (`SummaryService.draft`): title, observation count and span."""
 SAMPLING_PROMPT = """\
 Rewrite these notes of one working session as a summary another agent will read before the next
 session on the same project. Keep every decision, error and fix, file and outcome that matters;
@@ -123,7 +126,8 @@ class SummaryService(Service):
             (observations[-1].occurred_at or observations[-1].created_at) if observations else session.last_activity_at
         )
         kept = session.observation_count - session.folded_count
-        lines = [f"{title}: {kept} observations, {first[:16].replace('T', ' ')} to {last[:16].replace('T', ' ')}."]
+        span = f"{first[:16].replace('T', ' ')} to {last[:16].replace('T', ' ')}"
+        lines = [f"{title}: {counted(kept, 'observation')}, {span}."]
         decisions = [o for o in observations if o.type == "decision"]
         if decisions:
             lines.append("Decisions:")
