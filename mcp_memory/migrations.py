@@ -265,12 +265,40 @@ _V5_DANGLING_RELATIONS = [
     for end in ("source_id", "target_id")
 ]
 
+_V6_RELATIONS_PER_PROJECT = [
+    # Relations were unique by (source, target, type) alone, so two projects relating the same two
+    # global lessons or slots shared one edge (and its note). SQLite cannot change a table's UNIQUE
+    # rule in place: build the table anew, copy every edge, and swap it in with its index.
+    """CREATE TABLE relations_v6 (
+        id          TEXT PRIMARY KEY,
+        project     TEXT NOT NULL,
+        source_id   TEXT NOT NULL,
+        target_id   TEXT NOT NULL,
+        type        TEXT NOT NULL,
+        weight      REAL NOT NULL DEFAULT 1.0,
+        note        TEXT,
+        created_at  TEXT NOT NULL,
+        updated_at  TEXT NOT NULL,
+        UNIQUE (project, source_id, target_id, type)
+    )""",
+    "INSERT INTO relations_v6 (id, project, source_id, target_id, type, weight, note, created_at, updated_at) "
+    "SELECT id, project, source_id, target_id, type, weight, note, created_at, updated_at FROM relations",
+    "DROP TABLE relations",
+    "ALTER TABLE relations_v6 RENAME TO relations",
+    "CREATE INDEX relations_by_target ON relations (target_id)",
+]
+
 MIGRATIONS: list[tuple[int, str, list[str]]] = [
     (1, "foundation: every table of the product reference", _V1_FOUNDATION),
     (2, "ranking attributes on stored terms; embedding vectors", _V2_RANKING_AND_VECTORS),
     (3, "digests of indexed text, so vectors follow their records", _V3_TEXT_DIGESTS),
     (4, "an index on the analyzer version of stored terms, for a quick start-up check", _V4_ANALYZER_INDEX),
     (5, "drop relations left pointing at deleted slots and mistake cards", _V5_DANGLING_RELATIONS),
+    (
+        6,
+        "relations unique per project, so projects never share an edge between global records",
+        _V6_RELATIONS_PER_PROJECT,
+    ),
 ]
 
 

@@ -243,9 +243,9 @@ async def test_a_row_with_another_records_unique_name_is_refused_naming_it(clien
 @pytest.mark.parametrize(
     ("schema_version", "expected"),
     [
-        (99, "document: schema_version 99 is newer than this mcp-memory knows (5); upgrade mcp-memory"),
-        ("5", "document: schema_version must be a whole number from 1 to 5"),
-        (0, "document: schema_version must be a whole number from 1 to 5"),
+        (99, "document: schema_version 99 is newer than this mcp-memory knows (6); upgrade mcp-memory"),
+        ("5", "document: schema_version must be a whole number from 1 to 6"),
+        (0, "document: schema_version must be a whole number from 1 to 6"),
     ],
 )
 @pytest.mark.parametrize("via", ["document", "path"])

@@ -370,7 +370,7 @@ async def test_a_bound_tokens_diagnosis_counts_its_own_project_only(
     assert mine["index_docs"] == mine["stored_docs"]
     assert mine["index_in_sync"] is True
     assert 0 < mine["index_postings"] < everything["index_postings"]
-    assert (mine["projects"], mine["db_path"], mine["db_bytes"]) == (["alpha"], "", 0)
+    assert (mine["projects"], mine["db_path"], mine["db_bytes"]) == (["alpha"], None, None)
     assert "page_count" not in mine["sqlite"]
     assert everything["db_bytes"] > 0
     assert set(everything["projects"]) >= {"alpha", "beta", "gamma", "delta"}

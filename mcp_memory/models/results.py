@@ -223,7 +223,10 @@ class EmbeddingReport(BaseModel):
     )
     dimension: int | None = Field(None, description="Vector dimension, once known.")
     vectors: int = Field(description="Indexed records with a current vector.")
-    lacking: int = Field(description="Indexed records without a current vector: found by BM25 alone until embedded.")
+    lacking: int = Field(
+        description="Indexed records without a current vector, found by BM25 alone until embedded "
+        "(0 with provider none: nothing is ever embedded)."
+    )
     queued: int = Field(description="Records waiting to be embedded by this process (0 for a restricted caller).")
     embedded: int = Field(description="Records embedded by this process since it started (0 for a restricted caller).")
     failures: int = Field(
@@ -241,8 +244,8 @@ class DiagnoseResult(BaseModel):
     version: str
     schema_version: int
     analyzer_version: int
-    db_path: str
-    db_bytes: int
+    db_path: str | None = Field(description="The database file; null for a restricted caller (not theirs to see).")
+    db_bytes: int | None = Field(description="Size of the database and its WAL; null for a restricted caller.")
     sqlite: dict[str, Any]
     integrity: list[str]
     integrity_ok: bool

@@ -36,6 +36,8 @@ class TableSpec:
     meta_prefix: str | None = None
     """Rows kept in the meta table instead, one per project under this key prefix, the other columns
     as the value's JSON object."""
+    shared: bool = False
+    """Rows may be global (project "*"); those a project's relations name are exported with the project."""
 
     @property
     def columns(self) -> list[str]:
@@ -75,7 +77,15 @@ TABLES: tuple[TableSpec, ...] = (
         ),
         kind="memory",
     ),
-    TableSpec("lessons", r.Lesson, ("id",), ("tags", "source"), unique=("project", "fingerprint"), kind="lesson"),
+    TableSpec(
+        "lessons",
+        r.Lesson,
+        ("id",),
+        ("tags", "source"),
+        unique=("project", "fingerprint"),
+        kind="lesson",
+        shared=True,
+    ),
     TableSpec(
         "outcomes",
         r.Outcome,
@@ -94,7 +104,7 @@ TABLES: tuple[TableSpec, ...] = (
         join="JOIN outcomes o ON o.id = t.outcome_id",
         refs=(("outcome_id", "outcomes"), ("card_id", "mistake_cards")),
     ),
-    TableSpec("slots", r.Slot, ("id",), bool_columns=("pinned",), unique=("project", "name"), kind="slot"),
+    TableSpec("slots", r.Slot, ("id",), bool_columns=("pinned",), unique=("project", "name"), kind="slot", shared=True),
     TableSpec("actions", r.Action, ("id",), ("tags",), refs=(("parent_id", "actions"),), kind="action"),
     TableSpec(
         "action_dependencies",
@@ -109,7 +119,7 @@ TABLES: tuple[TableSpec, ...] = (
         r.Relation,
         ("id",),
         refs=(("source_id", None), ("target_id", None)),
-        unique=("source_id", "target_id", "type"),
+        unique=("project", "source_id", "target_id", "type"),
         kind="relation",
     ),
     # What memory_reflect keeps on a project's profile (services/reflect.py writes the same JSON).
@@ -118,6 +128,7 @@ TABLES: tuple[TableSpec, ...] = (
     ),
 )
 TABLES_BY_NAME = {spec.name: spec for spec in TABLES}
+_GLOBAL = "*"  # the project of records every project shares (lessons and slots)
 _SORT_ROWS = 20_000  # rows of some projects above which an export walks the key index (see dump_pages)
 _CHUNK = 400  # keys looked up per query (two columns each at most: well under SQLite's variable limit)
 
@@ -177,18 +188,7 @@ class ArchiveRepository(Repository):
             return await self._upsert_meta(spec, records)
         cols = spec.columns
         rows = [self._row(spec, record) for record in records]
-        current: dict[tuple[Any, ...], dict[str, Any]] = {}
-        keys = list(dict.fromkeys(tuple(row[k] for k in spec.key) for row in rows))
-        for start in range(0, len(keys), _CHUNK):
-            chunk = keys[start : start + _CHUNK]
-            tuples = ", ".join(f"({placeholders(len(spec.key))})" for _ in chunk)
-            found = await self.conn.fetchall(
-                f"SELECT {', '.join(cols)} FROM {spec.name} WHERE ({', '.join(spec.key)}) IN (VALUES {tuples})",
-                tuple(v for key in chunk for v in key),
-            )
-            for stored in found:
-                row = dict(zip(stored.keys(), tuple(stored), strict=True))
-                current[tuple(row[k] for k in spec.key)] = row
+        current = await self._stored(spec, rows)
         key_where = " AND ".join(f"{k} = ?" for k in spec.key)
         changed = [c for c in cols if c not in spec.key]
         holders = await self._holders(spec, rows)
@@ -199,7 +199,7 @@ class ArchiveRepository(Repository):
             if existing is not None and existing.get("project", values.get("project")) != values.get("project"):
                 results.append(UpsertResult(False, False, foreign=True))
                 continue
-            if existing is not None and (existing == values or not _newer(spec, values, existing)):
+            if existing is not None and _keeps(spec, values, existing):
                 results.append(UpsertResult(False, False))
                 continue
             if spec.unique:
@@ -223,6 +223,33 @@ class ArchiveRepository(Repository):
                 results.append(UpsertResult(False, True))
             current[key] = values
         return results
+
+    async def stored_alike(self, spec: TableSpec, records: Sequence[BaseModel]) -> list[bool]:
+        """Whether each record is stored as it is, or as a newer copy: upserting it would change nothing."""
+        rows = [self._row(spec, record) for record in records]
+        current = await self._stored(spec, rows)
+        return [
+            (existing := current.get(tuple(values[k] for k in spec.key))) is not None
+            and existing.get("project") == values.get("project")
+            and _keeps(spec, values, existing)
+            for values in rows
+        ]
+
+    async def _stored(self, spec: TableSpec, rows: Sequence[dict[str, Any]]) -> dict[tuple[Any, ...], dict[str, Any]]:
+        """key -> stored row, for the stored rows with the keys of some of `rows`."""
+        current: dict[tuple[Any, ...], dict[str, Any]] = {}
+        keys = list(dict.fromkeys(tuple(row[k] for k in spec.key) for row in rows))
+        for start in range(0, len(keys), _CHUNK):
+            chunk = keys[start : start + _CHUNK]
+            tuples = ", ".join(f"({placeholders(len(spec.key))})" for _ in chunk)
+            found = await self.conn.fetchall(
+                f"SELECT {', '.join(spec.columns)} FROM {spec.name} WHERE ({', '.join(spec.key)}) IN (VALUES {tuples})",
+                tuple(v for key in chunk for v in key),
+            )
+            for stored in found:
+                row = dict(zip(stored.keys(), tuple(stored), strict=True))
+                current[tuple(row[k] for k in spec.key)] = row
+        return current
 
     async def _holders(self, spec: TableSpec, rows: Sequence[dict[str, Any]]) -> dict[tuple[Any, ...], tuple[Any, ...]]:
         """unique values -> key of the stored records holding the `unique` values of some of `rows`."""
@@ -338,11 +365,20 @@ _ACTION_EDGES = {
 def _scope(spec: TableSpec, projects: Sequence[str] | None, walk: bool = False) -> tuple[str, tuple[str, ...]]:
     """WHERE clause and parameters limiting a table's rows to some projects (all when None).
 
+    A `shared` table's global rows named by the projects' relations come too: without them an
+    export's relations could not be imported anywhere they are not stored already.
     With `walk`, the project column is written `+column` so that SQLite cannot use its index.
     """
     if projects is None:
         return "", ()
-    return f"WHERE {'+' if walk else ''}{spec.scope} IN ({placeholders(len(projects))})", tuple(projects)
+    column, marks = f"{'+' if walk else ''}{spec.scope}", placeholders(len(projects))
+    if not spec.shared:
+        return f"WHERE {column} IN ({marks})", tuple(projects)
+    named = (
+        f"SELECT source_id FROM relations WHERE project IN ({marks}) "
+        f"UNION SELECT target_id FROM relations WHERE project IN ({marks})"
+    )
+    return f"WHERE {column} IN ({marks}) OR ({column} = '{_GLOBAL}' AND t.id IN ({named}))", tuple(projects) * 3
 
 
 def _dump_query(spec: TableSpec, projects: Sequence[str] | None, walk: bool = False) -> tuple[str, tuple[str, ...]]:
@@ -351,6 +387,11 @@ def _dump_query(spec: TableSpec, projects: Sequence[str] | None, walk: bool = Fa
     where, params = _scope(spec, projects, walk)
     order = ", ".join(f"t.{k}" for k in spec.key)
     return f"SELECT {cols} FROM {spec.source} t {spec.join} {where} ORDER BY {order}", params
+
+
+def _keeps(spec: TableSpec, values: dict[str, Any], stored: dict[str, Any]) -> bool:
+    """Whether a row upserted over its stored copy leaves it as it is (the same, or not newer)."""
+    return stored == values or not _newer(spec, values, stored)
 
 
 def _newer(spec: TableSpec, values: dict[str, Any], stored: dict[str, Any]) -> bool:

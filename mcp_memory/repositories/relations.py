@@ -38,10 +38,10 @@ class RelationRepository(Repository):
     """Edges by source and target id."""
 
     async def upsert(self, relation: Relation) -> bool:
-        """Store an edge, or update the weight and note of the same (source, target, type); True if new."""
+        """Store an edge, or update the weight and note of the project's same (source, target, type); True if new."""
         existing = await self.conn.fetchval(
-            "SELECT id FROM relations WHERE source_id = ? AND target_id = ? AND type = ?",
-            (relation.source_id, relation.target_id, relation.type),
+            "SELECT id FROM relations WHERE project = ? AND source_id = ? AND target_id = ? AND type = ?",
+            (relation.project, relation.source_id, relation.target_id, relation.type),
         )
         if existing is not None:
             await self.conn.execute(
@@ -65,10 +65,11 @@ class RelationRepository(Repository):
         )
         return True
 
-    async def get(self, source_id: str, target_id: str, type_: str) -> Relation | None:
+    async def get(self, source_id: str, target_id: str, type_: str, project: str) -> Relation | None:
+        """The project's edge of this type between two records (each project relates global records on its own)."""
         row = await self.conn.fetchone(
-            f"SELECT {_COLUMNS} FROM relations WHERE source_id = ? AND target_id = ? AND type = ?",
-            (source_id, target_id, type_),
+            f"SELECT {_COLUMNS} FROM relations WHERE project = ? AND source_id = ? AND target_id = ? AND type = ?",
+            (project, source_id, target_id, type_),
         )
         return None if row is None else _relation(row)
 

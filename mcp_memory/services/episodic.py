@@ -7,7 +7,7 @@ from datetime import datetime
 
 from mcp_memory.clock import to_iso
 from mcp_memory.db import Conn, Database, Tx
-from mcp_memory.errors import InvalidInputError
+from mcp_memory.errors import ConflictError, InvalidInputError
 from mcp_memory.ids import new_id, scoped_session_id
 from mcp_memory.models.records import Observation, Session
 from mcp_memory.models.results import (
@@ -168,7 +168,14 @@ class EpisodicService(Service):
             check_session_id(session_id)  # binds new names only: a session stored before a rule keeps its name
             if await repo.exists_anywhere(session_id):
                 # Another project uses this name too: ours is stored marked with our project.
-                session_id = scoped_session_id(session_id, project)
+                name, session_id = session_id, scoped_session_id(session_id, project)
+                if await repo.exists_anywhere(session_id):
+                    # Only an older release's import could have stored another project's session
+                    # under our mark; refusing beats writing into that session.
+                    raise ConflictError(
+                        f"session_id: {name!r} cannot name a new session of this project (the id it would be "
+                        "stored under is taken); pick another name, e.g. 'chat-1'"
+                    )
         else:
             current = await repo.latest_open(project, agent_id)
             if current is not None and current.last_activity_at >= idle_cutoff(

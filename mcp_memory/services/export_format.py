@@ -11,7 +11,7 @@ from pydantic import AfterValidator, BaseModel, Field, ValidationError, model_va
 from pydantic_core import PydanticCustomError
 
 from mcp_memory.errors import ImportFormatError, InvalidInputError
-from mcp_memory.ids import PREFIXES, SCOPE_MARK, kind_of
+from mcp_memory.ids import PREFIXES, SCOPE_MARK, kind_of, scoped_session_id
 from mcp_memory.migrations import MIGRATIONS
 from mcp_memory.models import records as r
 from mcp_memory.models.loop import SummarySource
@@ -33,7 +33,7 @@ RowParser = Callable[[TableSpec, int, Any], BaseModel]
 """Validates and cleans one raw row of a table, given its position there."""
 
 # Only these tables have a global scope ("*"); anything else there would be out of every tool's reach.
-_GLOBAL_TABLES = {"lessons", "slots"}
+GLOBAL_TABLES = frozenset(spec.name for spec in TABLES if spec.shared)
 
 # Columns that hold identifiers, times or enumerations rather than free text: never scrubbed.
 _NOT_TEXT = {
@@ -190,9 +190,11 @@ def _parse_row(spec: TableSpec, index: int, row: Any, scrub: Scrubber, only_proj
     except InvalidInputError as exc:  # a rule across fields, raised by the row's model
         raise ImportFormatError(f"{where}.{exc.field}: {exc.rule}") from None
     project = getattr(record, "project", None)
-    if only_project is not None and project is not None and project != only_project:
+    is_global = project == GLOBAL_PROJECT and spec.name in GLOBAL_TABLES
+    # A global row comes with the project's relations to it: the import admits it if it is stored already.
+    if only_project is not None and project is not None and project != only_project and not is_global:
         raise ImportFormatError(f"{where}.project: this connection may only import into {only_project!r}")
-    if project is not None and not (project == GLOBAL_PROJECT and spec.name in _GLOBAL_TABLES):
+    if project is not None and not is_global:
         try:
             check_project(project)
         except InvalidInputError as exc:
@@ -200,7 +202,7 @@ def _parse_row(spec: TableSpec, index: int, row: Any, scrub: Scrubber, only_proj
     own: tuple[tuple[str, str | None], ...] = (("id", spec.name),) if spec.key == ("id",) else ()
     for column, table in own + spec.refs:
         value = getattr(record, column)
-        problem = None if value is None else _id_problem(value, table)
+        problem = None if value is None else _id_problem(value, table, project)
         if problem:
             raise ImportFormatError(f"{where}.{column}: {problem}")
     required = _REQUIRED.get(spec.name, ())
@@ -224,8 +226,9 @@ def _parse_row(spec: TableSpec, index: int, row: Any, scrub: Scrubber, only_proj
     return spec.model.model_validate(cleaned)
 
 
-def _id_problem(value: str, table: str | None) -> str | None:
-    """Why `value` cannot be the id of a record of `table` (of any table when None), or None."""
+def _id_problem(value: str, table: str | None, project: str | None) -> str | None:
+    """Why `value` cannot be the id of a record of `table` (of any table when None) named by a row
+    of `project`, or None."""
     kind = None if table is None else TABLES_BY_NAME[table].kind
     if kind is not None:
         return None if kind_of(value) == kind and len(value) <= _ID_CHARS else f"must be a {PREFIXES[kind]}_… id"
@@ -238,6 +241,12 @@ def _id_problem(value: str, table: str | None) -> str | None:
         return exc.rule if table else "must be a record id (mem_…, obs_…, …) or a session id"
     if mark and not _SCOPE.match(scope):
         return f"must be a session id ({SCOPE_MARK!r} may only be followed by its project's 12-character mark)"
+    if mark and project is not None and value != scoped_session_id(name, project):
+        # Another project's mark would take the very id that project's session of this name is stored under.
+        return (
+            f"must be {name!r} or {scoped_session_id(name, project)!r} in a row of project {project!r}: "
+            f"the mark after {SCOPE_MARK!r} is the session's project's"
+        )
     return None
 
 

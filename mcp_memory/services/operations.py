@@ -26,8 +26,15 @@ from mcp_memory.repositories.observations import ObservationRepository
 from mcp_memory.repositories.search_docs import SearchDocRepository
 from mcp_memory.search.analyzer import ANALYZER_VERSION
 from mcp_memory.search.index import SearchFilter
-from mcp_memory.services.common import Deps, Progress, Service, no_progress
-from mcp_memory.services.export_format import RowParser, check_document, header, read_batches, row_parser
+from mcp_memory.services.common import GLOBAL_PROJECT, Deps, Progress, Service, no_progress
+from mcp_memory.services.export_format import (
+    GLOBAL_TABLES,
+    RowParser,
+    check_document,
+    header,
+    read_batches,
+    row_parser,
+)
 from mcp_memory.services.export_text import DocumentWriter
 from mcp_memory.services.import_scope import ImportScope
 
@@ -79,8 +86,8 @@ class OperationsService(Service):
             version=__version__,
             schema_version=schema,
             analyzer_version=ANALYZER_VERSION,
-            db_path=str(self.db.path) if only is None else "",
-            db_bytes=await self._db_bytes() if only is None else 0,
+            db_path=str(self.db.path) if only is None else None,
+            db_bytes=await self._db_bytes() if only is None else None,
             sqlite=pragmas,
             integrity=integrity,
             integrity_ok=integrity == ["ok"],
@@ -120,7 +127,8 @@ class OperationsService(Service):
         report = EmbeddingReport(
             provider="none",
             vectors=vectors,
-            lacking=index.doc_count(only) - vectors,
+            # without a provider no record is waiting for a vector: search is BM25 alone by design
+            lacking=index.doc_count(only) - vectors if embedder is not None else 0,
             queued=0,
             embedded=0,
             failures=0,
@@ -271,6 +279,7 @@ class OperationsService(Service):
         """Upsert one chunk of a table's rows, note the changes and bring the index in line."""
         archive = ArchiveRepository(tx)
         chunk = await tally.scope.rename(archive, spec, chunk)
+        await self._check_global_rows(archive, spec, chunk, tally)
         try:
             outcomes = await archive.upsert_many(spec, chunk)
         except RowConflict as exc:
@@ -291,6 +300,28 @@ class OperationsService(Service):
             await reindex(tx, touched)
             tally.reindexed += len(touched)
         tally.rows += len(chunk)
+
+    @staticmethod
+    async def _check_global_rows(
+        archive: ArchiveRepository, spec: TableSpec, chunk: list[BaseModel], tally: _Tally
+    ) -> None:
+        """Refuse a restricted import's global lesson or slot unless it is stored already, as it is or newer.
+
+        A project's export carries the global records its relations name, so the project's own
+        backup imports back; but only an unrestricted caller may add or change what every project shares.
+        """
+        only = tally.scope.only_project
+        if only is None or spec.name not in GLOBAL_TABLES:
+            return
+        shared = [(i, record) for i, record in enumerate(chunk) if getattr(record, "project", None) == GLOBAL_PROJECT]
+        alike = await archive.stored_alike(spec, [record for _, record in shared])
+        for (index, _), stored in zip(shared, alike, strict=True):
+            if not stored:
+                raise ImportFormatError(
+                    f"document.tables.{spec.name}[{tally.seen(spec.name) + index}].project: this connection may "
+                    f"only import into {only!r}; a global record is admitted only when it is stored already "
+                    "as it is (or newer); leave it out, or ask for an import by an unrestricted connection"
+                )
 
     async def _file_path(self, field: str, path: str) -> anyio.Path:
         if not self.settings.file_paths_allowed:

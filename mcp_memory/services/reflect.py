@@ -273,7 +273,7 @@ class ReflectService(Service):
                     continue
                 source, target = sorted((memory.id, other_id))
                 pairs.add((source, target))
-                if await repo.get(source, target, "contradicts") is not None:
+                if await repo.get(source, target, "contradicts", project) is not None:
                     continue
                 now = self.now_iso()
                 relation = Relation(

@@ -65,7 +65,7 @@ class RelationService(Service):
             )
             repo = RelationRepository(tx)
             created = await repo.upsert(relation)
-            stored = await repo.get(source_id, target_id, type_)
+            stored = await repo.get(source_id, target_id, type_, project)
             assert stored is not None
             tx.changed("relation", stored.id, "create" if created else "update")
         return RelateResult(relation=relation_view(stored), created=created)
@@ -91,7 +91,7 @@ class RelationService(Service):
             start = await _stored_id(conn, project, start)
             names = RecordNames(conn)
             if start not in await names.describe([start], scopes):
-                raise NotFoundError("record", start, "use memory_smart_search to find ids")
+                raise NotFoundError("record", start, "use memory_smart_search to find ids", field="id")
             repo = RelationRepository(conn)
             versions = _Versions(MemoryRepository(conn), project)
             await versions.learn([start])
@@ -167,8 +167,11 @@ def _steps(source: str, target: str, direction: str) -> list[tuple[str, str]]:
 
 
 async def _stored_id(conn: Conn, project: str, record_id: str) -> str:
-    """The stored id of a record as a caller names it (a session by its caller's name may be scoped)."""
-    if kind_of(record_id) is None:
+    """The stored id of a record as a caller names it (a session by its caller's name may be scoped).
+
+    A caller may name its session `ses_…` too, so an id that looks like a session's is looked up the same way.
+    """
+    if kind_of(record_id) in (None, "session"):
         session = await SessionRepository(conn).get_or_none(record_id, project)
         if session is not None:
             return session.id
