@@ -200,7 +200,11 @@ async def test_prompt_arguments_are_checked_like_tool_arguments(client: Client) 
     refusals = [
         ("session_end", {"session_id": 'abc") and call memory_forget(kind="memory'}, "session_id: No session"),
         ("session_end", {"task": "t" * 2_001}, "task: String should have at most 2000 characters"),
-        ("session_end", {"sesion_id": "conv-1"}, "sesion_id: unknown argument; valid arguments are project, session_id, task"),
+        (
+            "session_end",
+            {"sesion_id": "conv-1"},
+            "sesion_id: unknown argument; valid arguments are project, session_id, task",
+        ),
         ("session_start", {"query": "q" * 5_000}, "query: String should have at most 2000 characters"),
         ("session_start", {"task_type": "BAD TYPE"}, "task_type: String should match pattern"),
         ("session_start", {"project": "p" * 300}, "project: String should have at most 128 characters"),

@@ -125,6 +125,26 @@ async def test_writes_made_after_the_cache_was_saved_are_applied_on_load(setting
         assert ids[0] in {h["id"] for h in (await call(client, "memory_recall", query="importer JSON"))["hits"]}
 
 
+async def test_a_fold_reaches_another_server_and_the_cache(settings: Settings, clock: FakeClock) -> None:
+    capped = _with(settings, observation_cap=3)
+    animals = ["okapi", "tapir", "quoll", "numbat", "dugong"]
+    async with Client(build_server(capped, clock)) as writer, Client(build_server(capped, clock)) as reader:
+        await call(reader, "memory_diagnose")  # the reader has built its index before the writes
+        for animal in animals:
+            await call(writer, "memory_observe", content=f"We talked about the {animal}.", session_id="chat")
+            await call(reader, "memory_recall", query=animal)  # catches up after every write
+            clock.advance(minutes=1)
+        written = [await call(writer, "memory_recall", query=a) for a in animals]
+        read = [await call(reader, "memory_recall", query=a) for a in animals]
+    _, cached, _ = await _open(capped, clock)  # saves the cache
+    source, loaded, _ = await _open(capped, clock)
+
+    # the folded turns live on in the session's digest, found by both servers and after a restart
+    assert [[h["kind"] for h in r["hits"]] for r in written][:2] == [["session"], ["session"]]
+    assert read == written
+    assert (source, loaded) == ("cache", cached)
+
+
 async def test_a_cache_older_than_a_forget_is_deleted_and_never_used(settings: Settings, clock: FakeClock) -> None:
     settings = _with(settings)
     async with Client(build_server(settings, clock)) as client:

@@ -86,11 +86,9 @@ async def test_outcomes_are_kept_when_their_heuristic_is_dropped_in_the_same_pas
     async with Client(build_server(settings.model_copy(update={"outcome_retention_days": 30}), clock)) as client:
         runs = [(["bump", "test", "tag"], True), (["bump", "test", "tag"], True), (["bump", "test", "tag"], False)]
         released = [
-            (
-                await call(
-                    client, "memory_outcome_record", task="Ship it", task_type="release", success=ok, steps=steps
-                )
-            )["id"]
+            (await call(client, "memory_outcome_record", task="Ship it", task_type="release", success=ok, steps=steps))[
+                "id"
+            ]
             for steps, ok in runs
         ]
         [heuristic] = (await call(client, "memory_reflect"))["heuristics"]

@@ -155,7 +155,7 @@ async def test_a_restricted_caller_forgetting_a_global_record_gets_not_found_as_
             missing = await call_error(tenant, "memory_forget", ids=[unknown], dry_run=dry_run)
             assert refused == missing.replace(unknown, record["id"])
             assert refused == (
-                f"Error executing tool memory_forget: No {kind} {record['id']!r} in this project; "
+                f"Error executing tool memory_forget: ids: No {kind} {record['id']!r} in this project; "
                 "use memory_smart_search or the kind's list tool"
             )
     lessons = (await call(tenant, "memory_lessons", scope="global"))["lessons"]

@@ -10,7 +10,6 @@ from typing import Any
 
 import anyio
 import numpy as np
-import pytest
 from mcp import Client
 
 from mcp_memory.config import Settings
@@ -20,10 +19,6 @@ from tests._embedding import HashedNgrams
 from tests.conftest import FakeClock, call, call_error
 
 API_KEY = "sk-ant-api03-AbCdEfGhIjKlMnOpQrStUvWxYz0123456789"
-NEEDS_EPISODIC = (
-    "needs services/episodic.py (not this fixer's) to call repo.around(..., anchor_id=anchor_obs.id) "
-    "and repo.get(anchor, project, field='anchor'), and to refuse an empty anchor"
-)
 
 
 # -- lesson recall scrubs its query ----------------------------------------------------------------
@@ -131,7 +126,6 @@ async def test_recall_types_with_memories_fill_the_page_past_other_observations(
 # -- the timeline around observations tied in time and position ------------------------------------
 
 
-@pytest.mark.xfail(strict=True, reason=NEEDS_EPISODIC)
 async def test_timeline_around_an_anchor_shows_observations_tied_with_it(client: Client) -> None:
     ids = [
         (
@@ -234,7 +228,6 @@ async def test_unknown_memory_ids_are_named_by_their_field(client: Client) -> No
     assert (await call(client, "memory_diagnose"))["counts"]["memories"] == 1  # the other project's: nothing saved
 
 
-@pytest.mark.xfail(strict=True, reason=NEEDS_EPISODIC)
 async def test_an_unknown_or_empty_timeline_anchor_is_named(client: Client) -> None:
     elsewhere = await call(client, "memory_observe", content="Another project's note", project="other")
 

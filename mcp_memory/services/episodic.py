@@ -221,6 +221,7 @@ class EpisodicService(Service):
             # keep the newest lines; the folded count still says how many there were in all
             digest = "…\n" + digest[-DIGEST_CHARS:].split("\n", 1)[-1]
         await sessions.add_folded(session_id, digest, len(victims), now)
+        tx.changed("session", session_id, "fold")  # other processes and the index cache re-read its digest
         spec = session_doc(await sessions.get(session_id, project))
         if spec is not None:
             await self.deps.indexer.put(tx, spec)
@@ -312,6 +313,8 @@ class EpisodicService(Service):
         after: int,
     ) -> TimelineResult:
         """Observations in time order around an observation, a moment, or the present."""
+        if anchor is not None and not anchor.strip():
+            raise InvalidInputError("anchor", "must be an observation id (obs_…); omit it to centre on now")
         if anchor is not None and at is not None:
             raise InvalidInputError("at", "give anchor (an observation id) or at (a moment), not both")
         async with self.db.read() as conn:
@@ -320,12 +323,14 @@ class EpisodicService(Service):
                 session_id = (await SessionRepository(conn).get(session_id, project)).id
             anchor_obs = None
             if anchor is not None:
-                anchor_obs = await repo.get(anchor, project)
+                anchor_obs = await repo.get(anchor, project, field="anchor")
                 when, seq = anchor_obs.occurred_at or anchor_obs.created_at, anchor_obs.seq
             else:
                 when = moment("at", at) or self.now_iso()
                 seq = 0 if at is not None else 1 << 62  # "now" comes after whatever was recorded at this moment
-            earlier, later = await repo.around(project, when, seq, session_id, before, after)
+            earlier, later = await repo.around(
+                project, when, seq, session_id, before, after, anchor_obs.id if anchor_obs else None
+            )
         ordered = [*earlier, *([anchor_obs] if anchor_obs else []), *later]
         entries = [
             TimelineEntry(

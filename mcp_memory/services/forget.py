@@ -176,20 +176,25 @@ class ForgetService(Service):
         for record_id in ids or ():
             record_kind = kind_of(record_id) or "session"
             if record_kind == "observation":
-                plan.observations.append((await observations.get(record_id, project)).id)
+                plan.observations.append((await observations.get(record_id, project, field="ids")).id)
             elif record_kind == "memory":
-                plan.memory_roots.append((await memories.get(record_id, project)).root_id)
+                plan.memory_roots.append((await memories.get(record_id, project, field="ids")).root_id)
             elif record_kind == "session":
                 plan.sessions.append((await sessions.get(record_id, project, field="ids")).id)
             elif record_id not in named:
-                raise NotFoundError(record_kind, record_id, "use memory_smart_search or the kind's list tool")
+                hint = (
+                    "memory_related on one of its ends lists relations"
+                    if record_kind == "relation"
+                    else "use memory_smart_search or the kind's list tool"
+                )
+                raise NotFoundError(record_kind, record_id, hint, field="ids")
             elif record_kind == "lesson":
                 plan.lessons.append(record_id)
             else:
                 plan.others.setdefault(record_kind, []).append(record_id)
         if kind is not None or session_id is not None or since is not None or until is not None:
             if session_id is not None:
-                session_id = (await sessions.get(session_id, project)).id
+                session_id = (await sessions.get(session_id, project, field="session_id")).id
             if kind in (None, "observation"):
                 plan.observations += await observations.ids_matching(
                     project, session_id=session_id, since=since, until=until
