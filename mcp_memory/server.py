@@ -20,7 +20,7 @@ from mcp_memory.config import Settings
 from mcp_memory.context import AppContext, open_app
 from mcp_memory.errors import MCPMemoryError
 from mcp_memory.search.embeddings import EmbeddingProvider
-from mcp_memory.tools import tools_for
+from mcp_memory.tools import note_hidden_tools, tools_for
 from mcp_memory.tools._common import check_arguments, tool_error
 from mcp_memory.tools.prompts import register_prompts_and_resources
 
@@ -136,7 +136,12 @@ def build_server(
         version=__version__,
         lifespan=lifespan,
         log_level=settings.log_level,
-        middleware=[*middleware, check_arguments, sync_index],
+        middleware=[
+            *middleware,
+            check_arguments,
+            sync_index,
+            *([note_hidden_tools] if settings.tools == "core" else []),  # errors may name tools it hides
+        ],
         auth=auth,
         token_verifier=StaticTokenVerifier(list(grants)) if grants else None,
         tools=tools_for(settings.tools),

@@ -50,6 +50,20 @@ async def test_the_core_profile_lists_exactly_the_core_tools(settings: Settings,
     assert "memory_consolidate" in refused
 
 
+async def test_core_errors_that_name_a_hidden_tool_say_it_is_hidden(settings: Settings, clock: FakeClock) -> None:
+    async with Client(build_server(settings.model_copy(update={"tools": "core"}), clock)) as client:
+        unknown_slot = await call_error(client, "memory_slot_append", name="team_notes", text="hello")
+        too_long = await call_error(client, "memory_slot_append", name="self_notes", text="x" * 2_001)
+        unknown_session = await call_error(client, "memory_recall", query="x", session_id="nowhere")
+        bad_query = await call_error(client, "memory_recall", query="")
+
+    assert unknown_slot.endswith("(memory_slot_create is not exposed: the server runs with --tools core)")
+    assert "memory_slot_replace" in too_long
+    assert "not exposed: the server runs with --tools core" in too_long
+    assert unknown_session.endswith("(memory_sessions is not exposed: the server runs with --tools core)")
+    assert "not exposed" not in bad_query  # names no tool the profile hides
+
+
 async def test_the_default_profile_lists_every_tool(client: Client) -> None:
     names = await tool_names(client)
 

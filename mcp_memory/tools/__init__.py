@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import functools
+import re
+from typing import Any
 
+from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
 from mcp.server.mcpserver.tools import Tool
 
 from mcp_memory.tools.actions import actions_tools
@@ -50,4 +53,28 @@ def tools_for(profile: str) -> list[Tool]:
     return [t for t in tools if t.name in CORE_TOOLS] if profile == "core" else list(tools)
 
 
-__all__ = ["CORE_TOOLS", "all_tools", "tools_for"]
+_TOOL_NAME = re.compile(r"\bmemory_[a-z_]+")
+
+
+async def note_hidden_tools(ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> HandlerResult:
+    """Server middleware for the core profile: a tool error that points at a tool this profile hides says so.
+
+    Errors are worded for the full tool set ("use memory_slot_replace …"); an agent under `core`
+    would otherwise call a tool that does not exist.
+    """
+    result = await call_next(ctx)
+    if ctx.method != "tools/call" or not isinstance(result, dict) or not result.get("isError"):
+        return result
+    content = result.get("content") or []
+    text = content[0].get("text") if content and isinstance(content[0], dict) else None
+    if not isinstance(text, str):
+        return result
+    hidden = sorted({name for name in _TOOL_NAME.findall(text) if name not in CORE_TOOLS})
+    if not hidden:
+        return result
+    verb = "is" if len(hidden) == 1 else "are"
+    note = f" ({', '.join(hidden)} {verb} not exposed: the server runs with --tools core)"
+    return {**result, "content": [{**content[0], "text": text + note}, *content[1:]]}
+
+
+__all__ = ["CORE_TOOLS", "all_tools", "note_hidden_tools", "tools_for"]
