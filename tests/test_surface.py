@@ -132,6 +132,15 @@ async def test_prompts_and_resource_templates_are_pinned(client: Client) -> None
     assert templates == {"memory://context{?project,query,task_type,budget}", "memory://slots/{name}{?project}"}
 
 
+async def test_a_result_s_text_is_its_structured_content_as_compact_json(client: Client) -> None:
+    await client.call_tool("memory_save", {"content": "The API listens on port 8080.\nBehind nginx."})
+    result = await client.call_tool("memory_smart_search", {"query": "API port"})
+
+    (text,) = [block.text for block in result.content if block.type == "text"]
+    assert json.loads(text) == result.structured_content
+    assert text == json.dumps(result.structured_content, ensure_ascii=False, separators=(",", ":"))
+
+
 async def test_readme_tool_table_matches_the_server(client: Client) -> None:
     readme = (ROOT / "README.md").read_text()
     listed = set(re.findall(r"^\| `(memory_\w+)` \|", readme, flags=re.MULTILINE))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import json
 import types
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Annotated, Any, ParamSpec, TypeVar, Union, get_args, get_origin
@@ -106,13 +107,23 @@ def _holds_structure(annotation: Any) -> bool:
 
 
 class TextSafeMetadata(FuncMetadata):
-    """Argument handling that leaves text fields as the caller sent them.
+    """Argument and result handling tuned for a model reading the result.
 
-    The SDK parses any string argument that looks like JSON unless the field is exactly `str`, so an
-    optional text field given "null" became None (project "null" wrote to the default project) and
-    one given '{"a": 1}' was refused. Only fields that take lists or objects are parsed here (some
-    clients send those as JSON text).
+    Arguments: the SDK parses any string argument that looks like JSON unless the field is exactly
+    `str`, so an optional text field given "null" became None (project "null" wrote to the default
+    project) and one given '{"a": 1}' was refused. Only fields that take lists or objects are parsed
+    here (some clients send those as JSON text).
+
+    Results: the text copy of a structured result is compact JSON (the SDK indents it, which costs
+    a model about a third more tokens for the same value).
     """
+
+    def convert_result(self, result: Any) -> Any:
+        converted = super().convert_result(result)
+        if isinstance(converted, CallToolResult) and converted.structured_content is not None and not self.wrap_output:
+            text = json.dumps(converted.structured_content, ensure_ascii=False, separators=(",", ":"))
+            converted = converted.model_copy(update={"content": [TextContent(type="text", text=text)]})
+        return converted
 
     def pre_parse_json(self, data: dict[str, Any]) -> dict[str, Any]:
         fields = self.arg_model.model_fields
