@@ -188,6 +188,30 @@ class ObservationRepository(Repository):
         )
         return sorted(r[0] for r in rows)
 
+    async def renumber_muddled(self, session_ids: Sequence[str]) -> list[Observation]:
+        """Number afresh, in time order, the observations of those sessions whose positions collide or
+        run past the session's count (copies of a session that grew apart, merged by an import).
+
+        Positions then follow the session's folded observations (folded_count + 1 onwards) and end at
+        its count, so the next observation recorded takes the next one. Returns those renumbered.
+        """
+        rows = await self.conn.fetchall(
+            "WITH muddled (session_id) AS ("
+            "SELECT o.session_id FROM observations o JOIN sessions s ON s.id = o.session_id "
+            "WHERE o.session_id IN (SELECT value FROM json_each(?)) GROUP BY o.session_id "
+            "HAVING count(DISTINCT o.seq) < count(*) OR max(o.seq) > max(s.observation_count)), "
+            "placed (id, seq) AS ("
+            "SELECT o.id, s.folded_count + row_number() OVER "
+            "(PARTITION BY o.session_id ORDER BY coalesce(o.occurred_at, o.created_at), o.id) "
+            "FROM observations o JOIN sessions s ON s.id = o.session_id "
+            "WHERE o.session_id IN (SELECT session_id FROM muddled)) "
+            "UPDATE observations SET seq = placed.seq FROM placed "
+            "WHERE observations.id = placed.id AND observations.seq <> placed.seq "
+            f"RETURNING {_COLUMNS}",
+            (dump_json(list(session_ids)),),
+        )
+        return [_obs(r) for r in rows]
+
     async def delete(self, ids: Sequence[str]) -> None:
         if ids:
             await self.conn.execute(f"DELETE FROM observations WHERE id IN ({placeholders(len(ids))})", tuple(ids))

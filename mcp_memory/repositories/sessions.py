@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from mcp_memory.errors import NotFoundError
 from mcp_memory.ids import scoped_session_id
 from mcp_memory.models.records import Session
-from mcp_memory.repositories.base import Repository, row_dict
+from mcp_memory.repositories.base import Repository, dump_json, row_dict
 
 _COLUMNS = (
     "id, project, agent_id, title, started_at, last_activity_at, ended_at, summary, summary_source, "
@@ -164,6 +166,25 @@ class SessionRepository(Repository):
             "summarized_at = CASE WHEN ? THEN NULL ELSE summarized_at END, updated_at = ? WHERE id = ?",
             (count, title, drop_summary, drop_summary, drop_summary, at, session_id),
         )
+
+    async def recount(self, session_ids: Sequence[str], at: str) -> list[Session]:
+        """Count those sessions' observations again (stored ones plus the folded) and move each one's
+        activity time up to its latest observation; returns the sessions that changed.
+
+        `updated_at` never moves back (a row imported from a clock ahead of ours stays the newer copy)."""
+        rows = await self.conn.fetchall(
+            "WITH held (session_id, kept, latest) AS ("
+            "SELECT s.id, count(o.id), max(o.created_at) FROM sessions s "
+            "LEFT JOIN observations o ON o.session_id = s.id "
+            "WHERE s.id IN (SELECT value FROM json_each(?)) GROUP BY s.id) "
+            "UPDATE sessions SET observation_count = folded_count + held.kept, "
+            "last_activity_at = max(last_activity_at, coalesce(held.latest, '')), updated_at = max(updated_at, ?) "
+            "FROM held WHERE sessions.id = held.session_id "
+            "AND (observation_count <> folded_count + held.kept OR last_activity_at < held.latest) "
+            f"RETURNING {_COLUMNS}",
+            (dump_json(list(session_ids)), at),
+        )
+        return [Session(**row_dict(r)) for r in rows]
 
     async def over_cap(self, project: str, cap: int) -> list[str]:
         """Sessions keeping more than `cap` observations."""

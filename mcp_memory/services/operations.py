@@ -17,6 +17,7 @@ from pydantic import BaseModel
 from mcp_memory import __version__
 from mcp_memory.db import Tx
 from mcp_memory.errors import ConflictError, ImportFormatError, InvalidInputError, MCPMemoryError
+from mcp_memory.models.records import Observation, Session
 from mcp_memory.models.results import DiagnoseResult, EmbeddingReport, ExportResult, ImportResult, LatencyReport
 from mcp_memory.repositories.archive import TABLES, ArchiveRepository, RowConflict, TableSpec, UpsertResult
 from mcp_memory.repositories.embeddings import EmbeddingRepository
@@ -24,6 +25,7 @@ from mcp_memory.repositories.memories import MemoryRepository
 from mcp_memory.repositories.meta import MetaRepository
 from mcp_memory.repositories.observations import ObservationRepository
 from mcp_memory.repositories.search_docs import SearchDocRepository
+from mcp_memory.repositories.sessions import SessionRepository
 from mcp_memory.search.analyzer import ANALYZER_VERSION
 from mcp_memory.search.index import SearchFilter
 from mcp_memory.services.common import GLOBAL_PROJECT, Deps, Progress, Service, no_progress
@@ -40,6 +42,7 @@ from mcp_memory.services.import_scope import ImportScope
 
 IMPORT_CHUNK = 1_000  # rows upserted, indexed and reported as progress at a time
 EXPORT_PAGE = 1_000  # rows read and written to an export file at a time
+SESSION_CHUNK = 500  # sessions an import settles at a time (their renumbered observations sit in memory)
 
 Reindexer = Callable[[Tx, Sequence[Any]], Awaitable[None]]
 """Brings the index in line with freshly imported records of one table."""
@@ -259,6 +262,7 @@ class OperationsService(Service):
                 await self._store(tx, spec, chunk, tally)
                 await progress(tally.rows, total, f"imported {tally.rows} of {total} rows ({spec.name})")
             await tally.scope.finish(ArchiveRepository(tx))
+            await self._settle_sessions(tx, tally.sessions)
 
     async def _import_file(self, source: anyio.Path, parse: RowParser, progress: Progress, tally: _Tally) -> None:
         try:
@@ -274,6 +278,7 @@ class OperationsService(Service):
                     mib = f"{read / 2**20:.1f} of {size / 2**20:.1f} MiB"
                     await progress(min(read, size), size, f"imported {tally.rows} rows ({spec.name}), {mib} read")
             await tally.scope.finish(ArchiveRepository(tx))
+            await self._settle_sessions(tx, tally.sessions)
 
     async def _store(self, tx: Tx, spec: TableSpec, chunk: list[BaseModel], tally: _Tally) -> None:
         """Upsert one chunk of a table's rows, note the changes and bring the index in line."""
@@ -293,6 +298,8 @@ class OperationsService(Service):
         for record, outcome in zip(chunk, outcomes, strict=True):
             if outcome.inserted or outcome.updated:
                 touched.append(record)
+                if isinstance(record, Session | Observation):
+                    tally.sessions.add(record.id if isinstance(record, Session) else record.session_id)
                 tx.changed(spec.name, ":".join(str(getattr(record, k)) for k in spec.key), "import")
             tally.count(spec.name, outcome)
         reindex = self._reindexers.get(spec.name)
@@ -300,6 +307,29 @@ class OperationsService(Service):
             await reindex(tx, touched)
             tally.reindexed += len(touched)
         tally.rows += len(chunk)
+
+    async def _settle_sessions(self, tx: Tx, session_ids: set[str]) -> None:
+        """Make the sessions an import wrote to agree with the observations they now hold.
+
+        Two copies of a session that grew apart (one export imported on two machines, both then
+        recording) each counted and numbered their new observations from where they parted; merged,
+        the count misses some and positions collide. Counts and activity times are taken again and
+        colliding sessions renumbered in time order; the index learns the new positions.
+        """
+        sessions, observations = SessionRepository(tx), ObservationRepository(tx)
+        ordered = sorted(session_ids)
+        for start in range(0, len(ordered), SESSION_CHUNK):
+            chunk = ordered[start : start + SESSION_CHUNK]
+            recounted = await sessions.recount(chunk, self.now_iso())
+            renumbered = await observations.renumber_muddled(chunk)
+            for session in recounted:
+                tx.changed("session", session.id, "update")
+            for obs in renumbered:
+                tx.changed("observation", obs.id, "update")
+            # The import's own reindexers: a session's entry is dated by its activity, and an
+            # observation's carries its position (recall finds neighbours by it).
+            await self._reindexers["sessions"](tx, recounted)
+            await self._reindexers["observations"](tx, renumbered)
 
     @staticmethod
     async def _check_global_rows(
@@ -344,6 +374,8 @@ class _Tally:
     unchanged: dict[str, int] = field(default_factory=dict)
     reindexed: int = 0
     rows: int = 0
+    sessions: set[str] = field(default_factory=set)
+    """Sessions whose row or observations the import wrote (their counts and positions are settled last)."""
 
     def seen(self, table: str) -> int:
         """Rows of `table` stored so far (the position of its next row in the document)."""
