@@ -298,3 +298,12 @@ async def test_a_summarised_session_line_names_its_title_once(client: Client, cl
     assert "Decisions:" not in busy  # its one decision is the title
     assert " observations, 2026-01-05" not in busy  # the summary's own header line
     assert quiet == "- 2026-01-05 Only a decision here (1 observation)"
+
+
+async def test_a_session_summarised_down_to_its_header_still_compiles(client: Client) -> None:
+    await call(client, "memory_observe", content="ran the linter", type="tool_use", session_id="t", end_session=True)
+    await call(client, "memory_crystallize")
+
+    text = (await call(client, "memory_context"))["text"]
+
+    assert "- 2026-01-05 ran the linter (1 observation)\n" in text

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+from collections.abc import Iterable
 from typing import Any
 
 from mcp_memory.repositories.base import Repository
@@ -22,6 +24,10 @@ COUNTED_TABLES = (
     "search_terms",
 )
 
+_FORGOTTEN_FACTS = "forgotten_facts:"
+"""Key prefix of the facts a project forgot, one entry per project (like `reflection:`): the value is
+`{"fingerprints": [...], "forgotten_at": ...}`, the sorted fingerprints and when the last was added."""
+
 
 class MetaRepository(Repository):
     """Settings the database remembers about itself, and read-only health checks."""
@@ -35,6 +41,20 @@ class MetaRepository(Repository):
             "INSERT INTO meta (key, value) VALUES (?, ?) ON CONFLICT (key) DO UPDATE SET value = excluded.value",
             (key, value),
         )
+
+    async def add_forgotten_facts(self, project: str, fingerprints: Iterable[str], at: str) -> None:
+        """Record that `project` forgot the facts with these fingerprints (never their text)."""
+        new = set(fingerprints)
+        known = await self.forgotten_facts(project)
+        if new <= known:
+            return
+        value = {"fingerprints": sorted(known | new), "forgotten_at": at}
+        await self.set(f"{_FORGOTTEN_FACTS}{project}", json.dumps(value, sort_keys=True))
+
+    async def forgotten_facts(self, project: str) -> frozenset[str]:
+        """Fingerprints of the facts `project` forgot."""
+        stored = json.loads(await self.get(f"{_FORGOTTEN_FACTS}{project}") or "{}")
+        return frozenset(stored.get("fingerprints", ()))
 
     async def projects_of(self, table: str) -> list[str]:
         """Distinct projects holding rows of one of the project-scoped tables."""

@@ -1,14 +1,14 @@
 """Consolidate: one maintenance pass that folds history into knowledge and keeps the store lean.
 
 Steps, in order: merge near-duplicate memories into version chains; promote facts that recur in
-`promote_min_sessions` sessions into memories; crystallize ended sessions without a current
-summary; persist lesson decay and soft-delete faded lessons; fold sessions down to the cap;
-prune outcomes older than `outcome_retention_days` whose task type has a heuristic that holds;
-drop heuristics that no longer hold. A heuristic holds while the success share its evidence gives
-it is above `heuristic_min_success`: time alone never drops one (it only fades, like any lesson).
-Outcomes are pruned only in favour of a heuristic that outlives the same pass, and what they showed
-moves into its tally, so the store never loses both the evidence and the conclusion. Nothing that
-a relation points to is deleted, and pinned slots and open actions are never touched.
+`promote_min_sessions` sessions into memories (never one a forgotten memory said); crystallize ended
+sessions without a current summary; persist lesson decay and soft-delete faded lessons; fold sessions
+down to the cap; prune outcomes older than `outcome_retention_days` whose task type has a heuristic
+that holds; drop heuristics that no longer hold. A heuristic holds while the success share its
+evidence gives it is above `heuristic_min_success`: time alone never drops one (it only fades, like
+any lesson). Outcomes are pruned only in favour of a heuristic that outlives the same pass, and what
+they showed moves into its tally, so the store never loses both the evidence and the conclusion.
+Nothing that a relation points to is deleted, and pinned slots and open actions are never touched.
 
 The whole pass is one transaction, so a cancelled pass leaves nothing behind, and a dry run is the
 same pass rolled back: it reports exactly what a real run would do, except the ids of records the
@@ -30,6 +30,7 @@ from mcp_memory.models.loop import Change, ConsolidateResult
 from mcp_memory.models.records import Lesson, Outcome
 from mcp_memory.repositories.lessons import LessonRepository
 from mcp_memory.repositories.memories import MemoryRepository
+from mcp_memory.repositories.meta import MetaRepository
 from mcp_memory.repositories.observations import ObservationRepository
 from mcp_memory.repositories.outcomes import OutcomeRepository
 from mcp_memory.repositories.relations import RelationRepository
@@ -37,6 +38,7 @@ from mcp_memory.search.index import SearchFilter
 from mcp_memory.services.common import GLOBAL_PROJECT, Deps, Progress, Service, no_progress
 from mcp_memory.services.compress import shorten
 from mcp_memory.services.episodic import EpisodicService
+from mcp_memory.services.forget import fact_fingerprint
 from mcp_memory.services.lessons import LessonService
 from mcp_memory.services.memories import SUPERSEDE_THRESHOLD, MemoryService
 from mcp_memory.services.outcomes import jaccard as outcome_jaccard
@@ -145,11 +147,14 @@ class ConsolidateService(Service):
                 words = frozenset(analyzer.terms(fact))
                 if len(words) >= 3:  # a fact of one or two words is too thin to stand alone
                     groups[words].append((fact, obs.session_id, obs.id))
+        forgotten = await MetaRepository(tx).forgotten_facts(project)
         changes = []
         for sightings in groups.values():
             sessions = {session for _, session, _ in sightings}
             if len(sessions) < self.settings.promote_min_sessions:
                 continue
+            if forgotten and any(fact_fingerprint(f) in forgotten for f in {fact for fact, _, _ in sightings}):
+                continue  # a memory saying this was forgotten, and stays forgotten
             text = Counter(fact for fact, _, _ in sightings).most_common(1)[0][0]
             if self.memories.most_similar(project, text) is not None:
                 continue  # already known: a memory says (nearly) the same
@@ -164,7 +169,7 @@ class ConsolidateService(Service):
         changes = []
         for session in await self.summaries.needing_summary(tx, project):
             view = await self.summaries.summarise(tx, session)
-            if view.changed:
+            if view is not None and view.changed:
                 changes.append(
                     Change(kind="session", action="crystallized", id=session.id, detail=shorten(view.summary, 80))
                 )

@@ -219,6 +219,8 @@ class ContextService(Service):
         for s in found:
             title = s.title or public_id(s.id)
             kept = s.observation_count - s.folded_count
+            if not (kept or s.summary or s.folded_digest):
+                continue  # everything in it was forgotten: nothing to tell
             line = f"- {s.last_activity_at[:10]} {title} ({counted(kept, 'observation')})"
             summary = _beyond_title(s, title)
             if summary:
@@ -279,6 +281,8 @@ def _beyond_title(session: Session, title: str) -> str:
     if SUMMARY_HEADER.match(lines[0]):
         lines = lines[1:]
     lines = [line for line in lines if line.removeprefix("- ") != title]
+    if not lines:
+        return ""
     return "\n".join(
         line
         for line, following in zip(lines, [*lines[1:], ""], strict=True)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import AsyncIterator, Sequence
 from datetime import datetime
 
@@ -31,6 +32,7 @@ CONTENT_INDEX_CHARS = 8_000
 """Content beyond this is stored but not indexed: a huge tool output would drown its own title."""
 
 DIGEST_CHARS = 6_000
+_DIGEST_TIME = re.compile(r"- (?:(\d{4}-\d{2}-\d{2}) )?(\d{2}:\d{2}) \[")
 SESSION_STATUSES = ("active", "idle", "open", "ended", "all")
 
 
@@ -57,6 +59,21 @@ def observation_doc(obs: Observation) -> DocSpec:
         weight=obs.importance,
         dated=True,
     )
+
+
+def digest_line(obs: Observation, session_start: str) -> str:
+    """A folded observation's line in its session's digest: the minute it was made (with the date
+    only when that is not the session's first day), its type, title and first facts."""
+    when = obs.occurred_at or obs.created_at
+    stamp = when[11:16] if when[:10] == session_start[:10] else f"{when[:10]} {when[11:16]}"
+    return f"- {stamp} [{obs.type}] {compact_line(obs.title, obs.facts, 160)}"
+
+
+def digest_line_minute(line: str, session_start: str) -> str | None:
+    """The minute (`YYYY-MM-DDTHH:MM`, UTC) a digest line's observation was made; None for a line
+    with no time (folded before lines carried one) and for the `…` of a shortened digest."""
+    found = _DIGEST_TIME.match(line)
+    return None if found is None else f"{found[1] or session_start[:10]}T{found[2]}"
 
 
 def session_doc(session: Session) -> DocSpec | None:
@@ -215,7 +232,7 @@ class EpisodicService(Service):
             tx.changed("observation", victim.id, "fold")
         sessions = SessionRepository(tx)
         session = await sessions.get(session_id, project)
-        lines = [f"- [{v.type}] {compact_line(v.title, v.facts, 160)}" for v in victims]
+        lines = [digest_line(v, session.started_at) for v in victims]
         digest = "\n".join([session.folded_digest or "", *lines]).strip()
         if len(digest) > DIGEST_CHARS:
             # keep the newest lines; the folded count still says how many there were in all

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import hashlib
+import re
+import unicodedata
 from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -9,16 +12,17 @@ from dataclasses import dataclass, field
 from mcp_memory.db import Conn, Tx
 from mcp_memory.errors import InvalidInputError, NotFoundError
 from mcp_memory.ids import kind_of
-from mcp_memory.models.records import Observation
+from mcp_memory.models.records import Observation, Session
 from mcp_memory.models.results import ForgetResult
 from mcp_memory.repositories.lessons import LessonRepository
 from mcp_memory.repositories.memories import MemoryRepository
+from mcp_memory.repositories.meta import MetaRepository
 from mcp_memory.repositories.observations import ObservationRepository
 from mcp_memory.repositories.relations import RecordNames
 from mcp_memory.repositories.sessions import SessionRepository
 from mcp_memory.services.common import GLOBAL_PROJECT, Service, time_window
 from mcp_memory.services.compress import shorten
-from mcp_memory.services.episodic import observation_doc, session_doc
+from mcp_memory.services.episodic import digest_line_minute, observation_doc, session_doc
 from mcp_memory.services.indexing import FORGET_ACTION
 from mcp_memory.services.memories import memory_doc
 from mcp_memory.services.relations import drop_relations
@@ -26,6 +30,14 @@ from mcp_memory.services.relations import drop_relations
 FILTERABLE = ("observation", "memory", "session", "lesson")
 """Kinds memory_forget can select by filter; every kind can be deleted by id."""
 BY_ID_ONLY = ("outcome", "action", "mistake_card", "relation", "slot")
+FOLDED = "folded_observation"
+"""The result's name for a folded observation's digest line: listed by its session, once per line."""
+
+
+def fact_fingerprint(text: str) -> str:
+    """What a forgotten fact leaves behind: a hash of its words (case-folded, in any order), not its text."""
+    words = sorted(set(re.findall(r"\w+", unicodedata.normalize("NFKC", text).casefold())))
+    return hashlib.sha256(" ".join(words).encode()).hexdigest()
 
 
 @dataclass
@@ -38,6 +50,8 @@ class _Plan:
     sessions: list[str] = field(default_factory=list)
     lessons: list[str] = field(default_factory=list)
     others: dict[str, list[str]] = field(default_factory=dict)
+    digest_lines: dict[str, list[int]] = field(default_factory=dict)
+    """Sessions that stay, with the positions of the folded observations' lines to cut from their digest."""
 
     def as_dict(self) -> dict[str, list[str]]:
         found = {
@@ -48,6 +62,8 @@ class _Plan:
         if self.lessons:
             found["lesson"] = sorted(set(self.lessons))
         found.update({kind: sorted(set(ids)) for kind, ids in self.others.items() if ids})
+        if self.digest_lines:
+            found[FOLDED] = sorted(s for s, lines in self.digest_lines.items() for _ in lines)
         return found
 
 
@@ -101,7 +117,10 @@ class ForgetService(Service):
             for session in plan.sessions:
                 await sessions.delete(session)  # cascades to the session's observations
             await observations.delete(plan.observations)
-            await self._thin_sessions(tx, project, thinned)
+            await self._thin_sessions(tx, project, thinned, plan.digest_lines)
+            # Consolidation must not promote a forgotten memory's fact again from the observations that repeat it.
+            said = [m.content for root in plan.memory_roots for m in await memories.chain(root, project)]
+            await MetaRepository(tx).add_forgotten_facts(project, map(fact_fingerprint, said), self.now_iso())
             for root in plan.memory_roots:
                 await memories.delete_chain(root, project)
             await LessonRepository(tx).delete(plan.lessons)
@@ -114,33 +133,57 @@ class ForgetService(Service):
             await self.deps.indexer.drop(tx, doomed)
             await self.deps.indexer.put_many(tx, [memory_doc(m) for m in await memories.get_many(orphans, project)])
             for kind_name, id_list in plan.as_dict().items():
-                for record_id in id_list:
+                for record_id in id_list if kind_name != FOLDED else ():  # a cut digest is its session's update
                     tx.changed(kind_name, record_id, "delete")
-            if doomed:  # the index cache on disk still holds their terms
+            if doomed or plan.digest_lines:  # the index cache on disk still holds their terms
                 tx.on_commit(self.deps.indexer.drop_cache)
         return self._result(plan, dry_run=False)
 
-    async def _thin_sessions(self, tx: Tx, project: str, forgotten: Sequence[Observation]) -> None:
-        """Make the sessions of `forgotten` (deleted) observations as if those had never been recorded:
-        counted and numbered without them, titled after what remains, and no summary that may quote them."""
+    async def _thin_sessions(
+        self, tx: Tx, project: str, forgotten: Sequence[Observation], digest_lines: dict[str, list[int]]
+    ) -> None:
+        """Make the sessions of `forgotten` (deleted) observations, and of the folded ones whose
+        `digest_lines` go, as if those had never been recorded: counted and numbered without them,
+        titled after what remains, and no summary that may quote them."""
         by_session: dict[str, list[Observation]] = defaultdict(list)
         for obs in forgotten:
             by_session[obs.session_id].append(obs)
         sessions, observations = SessionRepository(tx), ObservationRepository(tx)
         now = self.now_iso()
         renumbered: list[str] = []
-        for session_id, gone in by_session.items():
+        for session_id in sorted({*by_session, *digest_lines}):
             session = await sessions.get(session_id, project)
+            gone = by_session.get(session_id, [])
+            lines = (session.folded_digest or "").split("\n")
+            cut = set(digest_lines.get(session_id, ()))
+            folded_gone = [digest_line_minute(lines[i], session.started_at) for i in sorted(cut)]
+            kept = [line for i, line in enumerate(lines) if i not in cut]
+            remaining = await observations.in_session(session_id)
             title = session.title
             # A title is an observation's title (whole, or cut to 80 characters by crystallize).
-            if title in {t for o in gone for t in (o.title, shorten(o.title, 80))}:
-                remaining = await observations.in_session(session_id)
+            if title is not None and (
+                title in {t for o in gone for t in (o.title, shorten(o.title, 80))}
+                or any(_quotes(lines[i], title) for i in cut)
+            ):
                 title = remaining[0].title if remaining else None
-            # A summary written once a forgotten observation was recorded may quote it; the session
-            # then needs a summary again, and crystallize / consolidate write it from what remains.
-            quoted = session.summary is not None and any(o.created_at <= (session.summarized_at or "") for o in gone)
-            renumbered += await observations.close_gaps(session_id, [o.seq for o in gone])
-            await sessions.remove_observations(session_id, len(gone), title, quoted, now)
+            # A summary written once a forgotten observation was recorded may quote it (a folded line
+            # without a time may be anyone's), and one of a session with nothing left says nothing; the
+            # session then needs a summary again, and crystallize / consolidate write it from what remains.
+            written = session.summarized_at or ""
+            left = remaining or any(line.startswith("- ") for line in kept)
+            quoted = session.summary is not None and (
+                not left or any(o.created_at <= written for o in gone) or any((m or "") <= written for m in folded_gone)
+            )
+            positions = [o.seq for o in gone]
+            if cut:
+                taken = {o.seq for o in (*remaining, *gone)}
+                free = [seq for seq in range(1, session.observation_count + 1) if seq not in taken]
+                positions += _folded_positions(free, [*remaining, *gone], folded_gone)
+                digest = "\n".join(kept) if any(line.startswith("- ") for line in kept) else ""
+                # Un-fold first: the observation count never drops below the folded count.
+                await sessions.add_folded(session_id, digest, -min(len(cut), session.folded_count), now)
+            renumbered += await observations.close_gaps(session_id, positions)
+            await sessions.remove_observations(session_id, len(gone) + len(cut), title, quoted, now)
             tx.changed("session", session_id, "update")
             spec = session_doc(await sessions.get(session_id, project))
             if spec is None:
@@ -199,6 +242,7 @@ class ForgetService(Service):
                 plan.observations += await observations.ids_matching(
                     project, session_id=session_id, since=since, until=until
                 )
+                plan.digest_lines = await self._digest_lines(sessions, project, session_id, since, until)
             if kind in (None, "memory"):
                 plan.memory_roots += await memories.root_ids_matching(
                     project, None, since, until, session_id=session_id
@@ -217,12 +261,59 @@ class ForgetService(Service):
                     plan.sessions += await sessions.ids_started_between(project, since, until)
         for session in plan.sessions:
             plan.observations += await observations.ids_in_session(session)
+            plan.digest_lines.pop(session, None)  # the whole session goes
         for root in dict.fromkeys(plan.memory_roots):
             plan.memories += [m.id for m in await memories.chain(root, project)]
         plan.memory_roots = list(dict.fromkeys(plan.memory_roots))
         return plan
 
     @staticmethod
+    async def _digest_lines(
+        sessions: SessionRepository, project: str, session_id: str | None, since: str | None, until: str | None
+    ) -> dict[str, list[int]]:
+        """Positions of the digest lines of folded observations made in [since, until], by session
+        (of `session_id` only, when given)."""
+        found = [await sessions.get(session_id, project)] if session_id else await sessions.all_in_project(project)
+        cuts = {}
+        for session in found:
+            lines = (session.folded_digest or "").split("\n")
+            if cut := [i for i, line in enumerate(lines) if _made_between(line, session, since, until)]:
+                cuts[session.id] = cut
+        return cuts
+
+    @staticmethod
     def _result(plan: _Plan, dry_run: bool) -> ForgetResult:
         deleted = plan.as_dict()
         return ForgetResult(dry_run=dry_run, deleted=deleted, total=sum(len(v) for v in deleted.values()))
+
+
+def _made_between(line: str, session: Session, since: str | None, until: str | None) -> bool:
+    """Whether a line of the session's digest is of a folded observation made in [since, until]."""
+    if not line.startswith("- "):
+        return False  # the `…` where a long digest was shortened
+    minute = digest_line_minute(line, session.started_at)
+    if minute is None:
+        # Folded before lines carried a time: it was made in the window if the whole session was.
+        return (since or "") <= session.started_at and session.last_activity_at <= (until or "9999")
+    # A line keeps only the minute: it goes when any of that minute lies in the window.
+    return (since is None or f"{minute}:59.999999Z" >= since) and (until is None or f"{minute}:00" <= until)
+
+
+def _quotes(line: str, title: str) -> bool:
+    """Whether a digest line is of the observation a session title was taken from (either may be cut short)."""
+    text, head = line.split("] ", 1)[-1].rstrip("…"), title.rstrip("…")
+    return bool(head) and (text.startswith(head) or head.startswith(text))
+
+
+def _folded_positions(free: list[int], known: Sequence[Observation], minutes: Sequence[str | None]) -> list[int]:
+    """Positions in their session of folded observations made at `minutes`, among the `free` ones
+    (their lines keep no position): each takes the first after every `known` observation made before it."""
+    free, taken = list(free), []
+    for minute in minutes:
+        if not free:
+            break
+        before = max((o.seq for o in known if minute and (o.occurred_at or o.created_at)[:16] < minute), default=0)
+        position = next((p for p in free if p > before), free[-1])
+        free.remove(position)
+        taken.append(position)
+    return taken

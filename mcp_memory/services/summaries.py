@@ -4,11 +4,13 @@ The extractive summary lists the session's decisions, each error with the later 
 the same thing (fixes that answer no listed error stand on their own), the files touched, the main
 concepts, how its outcomes went, and its most important other observations. When the connected
 client lends its model (MCP sampling), the tool layer asks it to rewrite that draft; whatever it
-returns is scrubbed and stored instead, else the draft is.
+returns is scrubbed and stored instead, else the draft is. A session with nothing left in it (every
+observation forgotten) gets no summary.
 """
 
 from __future__ import annotations
 
+import json
 import re
 from collections import Counter
 from collections.abc import Sequence
@@ -58,7 +60,13 @@ class SummaryService(Service):
             else:
                 targets = await self.needing_summary(tx, project)
             views = [await self.summarise(tx, s, force=force, model_summary=model_summary) for s in targets]
-        return CrystallizeResult(project=project, sessions=views)
+            if session_id is not None and views[0] is None:
+                raise InvalidInputError(
+                    "session_id",
+                    f"session {session_id!r} has nothing left to summarise (its observations were forgotten); "
+                    f"memory_forget(ids={json.dumps([session_id])}) removes the session itself",
+                )
+        return CrystallizeResult(project=project, sessions=[v for v in views if v is not None])
 
     async def needing_summary(self, tx: Tx, project: str) -> list[Session]:
         """Ended sessions lacking a current summary, after ending those idle for `session_idle_minutes`
@@ -79,8 +87,9 @@ class SummaryService(Service):
 
     async def summarise(
         self, tx: Tx, session: Session, *, force: bool = False, model_summary: str | None = None
-    ) -> SessionSummaryView:
-        """Store the summary of one session (unless it is already up to date) inside `tx`."""
+    ) -> SessionSummaryView | None:
+        """Store the summary of one session (unless it is already up to date) inside `tx`; None, and
+        nothing stored, for a session with nothing left to summarise."""
         if _is_current(session) and not force:
             return SessionSummaryView(
                 session_id=session.id,
@@ -91,6 +100,8 @@ class SummaryService(Service):
             )
         observations = await ObservationRepository(tx).in_session(session.id)
         outcomes = await OutcomeRepository(tx).in_session(session.id)
+        if not observations and not outcomes and not session.folded_digest:
+            return None
         source: SummarySource = "extractive"
         text = self.draft(session, observations, outcomes)
         if model_summary and model_summary.strip():
