@@ -1,9 +1,10 @@
-"""Turns text into index terms: unicode lower-casing, identifier splitting, stop words, stemming.
+"""Turns text into index terms: unicode lower-casing, accent folding, identifier splitting, stop words, stemming.
 
 Compound tokens such as `snake_case`, `camelCase`, `os.path.join` or `src/app/db.py` are kept whole
 (lower-cased, unstemmed) and also split into their parts, so both `getUserName` and "user name"
-find the same record. Runs of CJK ideographs or kana become overlapping character bigrams, since
-those scripts do not separate words with spaces.
+find the same record; a path's file name (`db.py`) is a term too. Runs of CJK ideographs or kana
+become overlapping character bigrams, since those scripts do not separate words with spaces, and
+any Latin word inside them (`使用Redis缓存`) is analysed as a word of its own.
 """
 
 from __future__ import annotations
@@ -16,16 +17,22 @@ import Stemmer
 
 from mcp_memory.search.stopwords import STOP_WORDS
 
-ANALYZER_VERSION = 3
+ANALYZER_VERSION = 4
 """Bump whenever stored terms would come out differently (a change to `Analyzer.terms` or to the
 fields a service indexes): every record is then re-analysed once at start-up."""
 
 _MAX_TERM = 64
 _MEMO_SIZE = 50_000  # distinct raw tokens remembered (~270 bytes each); emptied when full
-_TOKEN = re.compile(r"\w+(?:['’]\w+)*(?:[./\\:@#-]\w+(?:['’]\w+)*)*")
+_CJK_CHARS = "\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff"
+# A word with `++` or `#` (`C++`, `C#`, `F#`) keeps them, else `c` would fall away alone; otherwise
+# apostrophes and separators join words into one token (`don't`, `os.path.join`, `src/app/db.py`).
+_TOKEN = re.compile(r"\w+(?:\+\+|#(?!\w)|(?:['’]\w+)*(?:[./\\:@#-]\w+(?:['’]\w+)*)*)")
 _SEPARATORS = re.compile(r"[./\\:@#_-]+")
 _CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])")
-_CJK = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]")
+_CJK = re.compile(f"[{_CJK_CHARS}]")
+_CJK_RUN = re.compile(f"[{_CJK_CHARS}]+")
+_LINE_REF = re.compile(r"(.*\.[^\W\d_]\w*)(?::\d+)+")  # `db.py:42`, `src/app/db.py:42:7`
+_HYPHENATED = re.compile(r"[^\W\d_]+-[^\W\d_]+")  # `e-mail`, `set-up`: also indexed joined up
 
 
 class Analyzer:
@@ -53,7 +60,7 @@ class Analyzer:
             found = memo.get(raw)
             if found is None:
                 terms: list[str] = []
-                self._token(raw, terms)
+                self._token(raw if raw.isascii() else _fold_accents(raw), terms)
                 found = tuple(terms)
                 if len(memo) >= _MEMO_SIZE:
                     memo.clear()
@@ -65,15 +72,33 @@ class Analyzer:
         if _CJK.search(raw):
             self._cjk(raw, out)
             return
+        if raw[-1] in "+#":  # a language name such as C++ or C#: kept whole, its word analysed too
+            out.append(raw.casefold())
+            self._token(raw.rstrip("+#"), out)
+            return
         pieces = [p for chunk in _SEPARATORS.split(raw) for p in _CAMEL.split(chunk) if p]
         if len(pieces) > 1:
             whole = raw.casefold().replace("’", "'")
             if len(whole) <= _MAX_TERM:
                 out.append(whole)
+                self._path_names(whole, out)
+            if _HYPHENATED.fullmatch(raw):
+                self._word(raw.replace("-", ""), out)
             for piece in pieces:
                 self._word(piece, out)
         else:
             self._word(raw, out)
+
+    @staticmethod
+    def _path_names(whole: str, out: list[str]) -> None:
+        # A file is named by its base name as often as by its path, and with or without a line number.
+        path = whole
+        if (line_ref := _LINE_REF.fullmatch(whole)) is not None:
+            path = line_ref[1]
+            out.append(path)
+        base = path[max(path.rfind("/"), path.rfind("\\")) + 1 :]
+        if base != path and _SEPARATORS.search(base):
+            out.append(base)
 
     def _word(self, word: str, out: list[str]) -> None:
         word = word.casefold().replace("’", "'")
@@ -86,13 +111,36 @@ class Analyzer:
         elif len(word) > 1:
             out.append(self._stemmer.stemWord(word) if word.isalpha() else word)
 
-    @staticmethod
-    def _cjk(raw: str, out: list[str]) -> None:
-        # Split into runs of CJK characters and other word characters; bigram the CJK runs.
-        for run in re.findall(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]+|[^\W_]+", raw):
-            if not _CJK.match(run):
-                out.append(run.casefold())
-            elif len(run) == 1:
-                out.append(run)
+    def _cjk(self, raw: str, out: list[str]) -> None:
+        # Bigram each CJK run; what lies between runs (`Redis` in `使用Redis缓存`) is tokenised on its own.
+        start = 0
+        for run in _CJK_RUN.finditer(raw):
+            self._between(raw[start : run.start()], out)
+            chars = run[0]
+            if len(chars) == 1:
+                out.append(chars)
             else:
-                out.extend(run[i : i + 2] for i in range(len(run) - 1))
+                out.extend(chars[i : i + 2] for i in range(len(chars) - 1))
+            start = run.end()
+        self._between(raw[start:], out)
+
+    def _between(self, text: str, out: list[str]) -> None:
+        for token in _TOKEN.findall(text):
+            self._token(token, out)
+
+
+def _fold_accents(text: str) -> str:
+    """`text` without the combining marks on its Latin letters (`Café` → `Cafe`); other scripts untouched."""
+    if unicodedata.is_normalized("NFD", text):
+        return text  # nothing decomposes, and a token holds no loose marks (they are not word characters)
+    kept: list[str] = []
+    latin = False
+    for char in unicodedata.normalize("NFKD", text):
+        if unicodedata.category(char) == "Mn":
+            if latin:
+                continue
+        else:
+            latin = char < "\u0250" or unicodedata.name(char, "").startswith("LATIN ")
+        kept.append(char)
+    # Recompose what stayed decomposed (kana with dakuten, Cyrillic й), as NFKC had it.
+    return unicodedata.normalize("NFC", "".join(kept))
