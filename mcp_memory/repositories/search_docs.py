@@ -30,6 +30,28 @@ class SearchDocRepository(Repository):
             ids.update((r[0], r[1]) for r in rows)
         return ids
 
+    async def existing_term_ids(self, ids: Sequence[int]) -> set[int]:
+        """Those of the term `ids` that are still stored."""
+        found: set[int] = set()
+        for start in range(0, len(ids), _CHUNK):
+            chunk = ids[start : start + _CHUNK]
+            rows = await self.conn.fetchall(
+                f"SELECT id FROM search_terms WHERE id IN ({placeholders(len(chunk))})", tuple(chunk)
+            )
+            found.update(r[0] for r in rows)
+        return found
+
+    async def delete_terms(self, ids: Sequence[int]) -> dict[str, int]:
+        """Delete terms by id; returns the (term -> id) pairs deleted."""
+        deleted: dict[str, int] = {}
+        for start in range(0, len(ids), _CHUNK):
+            chunk = ids[start : start + _CHUNK]
+            rows = await self.conn.fetchall(
+                f"DELETE FROM search_terms WHERE id IN ({placeholders(len(chunk))}) RETURNING term, id", tuple(chunk)
+            )
+            deleted.update((r[0], r[1]) for r in rows)
+        return deleted
+
     async def vocabulary(self, after_id: int = 0) -> dict[str, int]:
         """Every term with its id (or only those newer than `after_id`)."""
         rows = await self.conn.fetchall("SELECT term, id FROM search_terms WHERE id > ?", (after_id,))
@@ -71,6 +93,17 @@ class SearchDocRepository(Repository):
             )
             docs.extend(IndexDoc._make(r) for r in rows)
         return docs
+
+    async def term_blobs(self, doc_ids: Sequence[str]) -> list[bytes]:
+        """The packed terms of those of `doc_ids` that are stored."""
+        blobs: list[bytes] = []
+        for start in range(0, len(doc_ids), _CHUNK):
+            chunk = doc_ids[start : start + _CHUNK]
+            rows = await self.conn.fetchall(
+                f"SELECT terms FROM search_docs WHERE doc_id IN ({placeholders(len(chunk))})", chunk
+            )
+            blobs.extend(r[0] for r in rows)
+        return blobs
 
     async def stale_count(self, analyzer: int) -> int:
         """Stored documents analysed by another analyzer version."""

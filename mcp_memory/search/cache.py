@@ -20,7 +20,7 @@ import os
 import tempfile
 import time
 import zipfile
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass, fields, replace
 from pathlib import Path
 from types import TracebackType
 from typing import Any
@@ -60,7 +60,7 @@ class CacheHeader:
     analyzer: int
     seq: int  # the last audit-log row whose changes the cache reflects
     stamp: str  # that row's time ("" for none): a restored or foreign database's row differs
-    vocab_mark: int  # every term id up to this one is in the cache's vocabulary
+    vocab_mark: int  # every term id up to this one is in the cache's vocabulary, unless deleted before it was written
     docs: int
 
 
@@ -211,6 +211,27 @@ def write_cache(path: Path, header: CacheHeader, state: IndexState) -> Path:
         discard(temporary)
         raise
     return temporary
+
+
+def with_postings(state: IndexState) -> IndexState:
+    """`state` with the postings of every partition grouped (blocking; a state taken after writes
+    leaves them out)."""
+    partitions = {
+        project: saved if saved.postings is not None else PartitionState(saved.columns, group_postings(saved.columns))
+        for project, saved in state.partitions.items()
+    }
+    return replace(state, partitions=partitions)
+
+
+def unused_terms(state: IndexState) -> dict[str, int]:
+    """The vocabulary entries that no document of `state` contains (postings grouped: with_postings)."""
+    if not state.vocab:
+        return {}
+    used = [saved.postings.terms for saved in state.partitions.values() if saved.postings is not None]
+    ids = np.fromiter(state.vocab.values(), dtype=np.int64, count=len(state.vocab))
+    unused = np.flatnonzero(~np.isin(ids, np.concatenate(used) if used else np.empty(0, dtype=np.int32)))
+    terms = list(state.vocab)
+    return {terms[i]: int(ids[i]) for i in unused.tolist()}
 
 
 def publish(temporary: Path, path: Path) -> None:

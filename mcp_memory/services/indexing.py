@@ -15,9 +15,10 @@ import json
 import logging
 import sys
 import threading
+import weakref
 from collections import Counter
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
-from dataclasses import dataclass, field
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence, Set
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Protocol, TypeVar
 
@@ -28,13 +29,26 @@ from mcp_memory.repositories.meta import MetaRepository
 from mcp_memory.repositories.search_docs import SearchDocRepository
 from mcp_memory.search import dates
 from mcp_memory.search.analyzer import ANALYZER_VERSION
-from mcp_memory.search.cache import FORMAT, CacheError, CacheHeader, CacheReader, discard, publish, write_cache
-from mcp_memory.search.index import IndexDoc, SearchIndex
+from mcp_memory.search.bm25 import Partition, decode_terms
+from mcp_memory.search.cache import (
+    FORMAT,
+    CacheError,
+    CacheHeader,
+    CacheReader,
+    discard,
+    publish,
+    unused_terms,
+    with_postings,
+    write_cache,
+)
+from mcp_memory.search.index import IndexDoc, IndexState, SearchIndex
 
 logger = logging.getLogger(__name__)
 
 _REINDEX_BATCH = 500
-_NEW_TERMS = "indexer.new_terms"  # Tx notes: term -> id of terms this transaction stored
+_NEW_TERMS = "indexer.new_terms"  # Tx notes: term -> id of terms this transaction stored or looked up
+_GONE_TERMS = "indexer.gone_terms"  # Tx notes: term -> id of terms this transaction deleted
+_LOGGED = "indexer.logged"  # Tx notes: how many entries of the transaction's _Pending log are current
 _SYNC_PAGE = 1_000
 _REPLAY_MIN = 1_000  # changes since the cache that are always replayed rather than rebuilt
 _CACHE_GRACE_S = 5.0  # how long shutdown waits for a cache write in progress
@@ -104,6 +118,36 @@ class CachePlan:
     min_docs: int = 10_000
 
 
+class _Pending:
+    """The index changes of one open transaction, so that a drop can tell which terms the
+    transaction leaves without any document.
+
+    The in-memory index shows the committed documents; this log says what the transaction did to
+    some of them. A savepoint that rolls back takes its entries with it: a transaction note (which
+    the rollback forgets) says how many entries are current.
+    """
+
+    __slots__ = ("blobs", "delta", "folded", "log")
+
+    def __init__(self) -> None:
+        # (document id, its terms as the transaction had left them before, or None; after), b"": dropped
+        self.log: list[tuple[str, bytes | None, bytes]] = []
+        self.blobs: dict[str, bytes] = {}  # each document the transaction wrote, as it leaves it
+        self.delta: Counter[int] = Counter()  # term id -> documents gained minus lost by log[:folded]
+        self.folded = 0
+
+
+@dataclass(frozen=True, slots=True)
+class _Changes:
+    """What other processes committed since the index last looked (read by sync, then applied)."""
+
+    ids: set[str]
+    last: int
+    vocab: dict[str, int]
+    docs: dict[str, IndexDoc]
+    vectors: Sequence[tuple[str, str, bytes]]
+
+
 class Indexer:
     """The only writer of the search index and of its stored form."""
 
@@ -120,6 +164,9 @@ class Indexer:
         self._sources: dict[str, DocSource] = {}
         self._lookups: dict[str, DocLookup] = {}
         self.vectors: VectorFeed | None = None  # set when an embedding provider is configured
+        self._caught_up: weakref.WeakSet[Tx] = weakref.WeakSet()
+        self._open: weakref.WeakKeyDictionary[Tx, _Pending] = weakref.WeakKeyDictionary()
+        self._collected: weakref.WeakSet[Tx] = weakref.WeakSet()  # transactions that deleted terms
 
     def register_source(self, kind: str, source: DocSource, lookup: DocLookup) -> None:
         """Tell the indexer how to enumerate every record of `kind`, and how to fetch some by id."""
@@ -146,13 +193,24 @@ class Indexer:
             if spec.dated:
                 counts.update(dates.record_tokens(whole, epoch(spec.at)))
             counted.append((spec, whole, counts))
-        # Terms new to the index are learned at commit; until then this transaction's earlier
-        # writes (an import's previous chunks) are asked, so each new term is stored only once.
+        # The vocabulary may still map a word that another process has deleted since (its last
+        # record dropped): only a term some indexed record uses is sure to be stored, once the
+        # index has caught up (before the build, the index holds only this process's re-analysis).
+        # The rest are looked up (or stored) in the database; terms this transaction stored are
+        # learned at commit, and until then its notes give them.
+        caught_up = await self._catch_up(tx)
+        partitions = self._partitions({spec.project for spec in specs}) if caught_up or not self.built else []
+        collected = tx in self._collected
         vocab = self.index.vocab
         known: dict[str, int] = {}
         missing: list[str] = []
         for term in {t for _, _, counts in counted for t in counts}:
+            if collected and tx.noted(_GONE_TERMS, term) is not None:
+                missing.append(term)
+                continue
             found = vocab.get(term)
+            if found is not None and not any(part.df.get(found) for part in partitions):
+                found = None
             if found is None:
                 found = tx.noted(_NEW_TERMS, term)
             if found is not None:
@@ -160,9 +218,9 @@ class Indexer:
             else:
                 missing.append(term)
         store = SearchDocRepository(tx)
-        created = await store.term_ids(sorted(missing)) if missing else {}
-        tx.note(_NEW_TERMS, created)
-        ids = known | created
+        looked_up = await store.term_ids(sorted(missing)) if missing else {}
+        tx.note(_NEW_TERMS, looked_up)
+        ids = known | looked_up
         docs = []
         for spec, whole, counts in counted:
             doc = IndexDoc(
@@ -180,12 +238,13 @@ class Indexer:
             )
             await store.put(doc, ANALYZER_VERSION)
             docs.append(doc)
+        self._log(tx, {doc.doc_id: doc.terms for doc in docs})
         await EmbeddingRepository(tx).delete_stale([(d.doc_id, d.digest) for d in docs])
         # Kept until commit only for the embedder: an import holds every document of its transaction.
         texts = [whole for _, whole, _ in counted] if self.vectors is not None else []
 
         def apply() -> None:
-            self.index.learn_terms(created)
+            self.index.learn_terms(looked_up)
             self.index.upsert_many(docs)  # keeps each record's vector if its text did not change
             if self.vectors is not None:
                 jobs = [
@@ -199,18 +258,125 @@ class Indexer:
         tx.on_commit(apply)
 
     async def drop(self, tx: Tx, doc_ids: Sequence[str]) -> None:
-        """Remove records from the index inside the caller's transaction."""
+        """Remove records from the index inside the caller's transaction, with every term of theirs
+        that no remaining record (of any project) uses: a forgotten record's words leave the store."""
         if not doc_ids:
             return
-        ids = list(doc_ids)
-        await SearchDocRepository(tx).delete(ids)
+        ids = list(dict.fromkeys(doc_ids))
+        store = SearchDocRepository(tx)
+        # Without the index caught up nothing tells which terms other records use: keep them all.
+        blobs = await store.term_blobs(ids) if await self._catch_up(tx) else []
+        await store.delete(ids)
         await EmbeddingRepository(tx).delete(ids)
+        self._log(tx, dict.fromkeys(ids, b""))
+        gone: dict[str, int] = {}
+        unused = self._unused(tx, set(decode_terms(b"".join(blobs))["t"].tolist())) if blobs else []
+        if unused:
+            gone = await store.delete_terms(unused)
+            tx.note(_GONE_TERMS, gone)
+            self._collected.add(tx)
 
         def apply() -> None:
             for doc_id in ids:
                 self.index.remove(doc_id)
+            self._forget_terms(gone)
 
         tx.on_commit(apply)
+
+    async def _catch_up(self, tx: Tx) -> bool:
+        """Apply every commit the index has not seen, once per transaction; False when the index
+        cannot be relied on in `tx` (not built yet, or built after `tx` had written to it).
+
+        The transaction holds the write lock, so nothing else commits before it ends: once caught
+        up, the index shows every committed record, and the transaction's log says what it changed.
+        Another process may have deleted a term since the index last looked (see drop), or made a
+        record use one this transaction is about to find unused.
+        """
+        if tx in self._caught_up:
+            return True
+        if not self.built or tx in self._open:
+            return False
+        while True:
+            seen = self._seen_seq
+            changes = await self._read_changes(tx)  # nothing of this transaction's is in search_docs yet
+            if changes is None or self._seen_seq == seen:
+                break
+        if changes is not None:
+            self._apply_changes(changes)
+        self._caught_up.add(tx)
+        return True
+
+    def _log(self, tx: Tx, changes: Mapping[str, bytes]) -> None:
+        """Record that the transaction leaves these documents with these terms (b"": dropped)."""
+        pending = self._pending(tx)
+        for doc_id, blob in changes.items():
+            pending.log.append((doc_id, pending.blobs.get(doc_id), blob))
+            pending.blobs[doc_id] = blob
+        tx.note(_LOGGED, {_LOGGED: len(pending.log)})
+
+    def _pending(self, tx: Tx) -> _Pending:
+        """The transaction's log, without the entries of savepoints rolled back since."""
+        pending = self._open.get(tx)
+        if pending is None:
+            pending = self._open[tx] = _Pending()
+        current = tx.noted(_LOGGED, _LOGGED) or 0
+        while len(pending.log) > current:
+            doc_id, before, after = pending.log.pop()
+            if len(pending.log) < pending.folded:
+                pending.folded -= 1
+                self._count(pending.delta, doc_id, before, after, -1)
+            if before is None:
+                del pending.blobs[doc_id]
+            else:
+                pending.blobs[doc_id] = before
+        return pending
+
+    def _count(self, delta: Counter[int], doc_id: str, before: bytes | None, after: bytes, sign: int) -> None:
+        """Add (sign 1) or take back (-1) one log entry's change to documents per term."""
+        if before is not None:
+            old = decode_terms(before)["t"].tolist()
+        else:  # the transaction's first change to it: the document as committed
+            place = self.index.locate(doc_id)
+            part = None if place is None else self.index.partition(place[1])
+            terms = None if part is None else part.terms_of(doc_id)
+            old = [] if terms is None else terms.tolist()
+        delta.update(dict.fromkeys(decode_terms(after)["t"].tolist(), sign))
+        delta.update(dict.fromkeys(old, -sign))
+
+    def _unused(self, tx: Tx, candidates: set[int]) -> list[int]:
+        """Those of `candidates` (term ids) that no record uses once the transaction commits.
+
+        O(terms of the documents the transaction wrote): the index counts each term's committed
+        documents, the log the transaction's changes to them.
+        """
+        pending = self._pending(tx)
+        for doc_id, before, after in pending.log[pending.folded :]:
+            self._count(pending.delta, doc_id, before, after, 1)
+        pending.folded = len(pending.log)
+        partitions = self._partitions()
+        unused = []
+        for term in candidates:
+            users = pending.delta[term]
+            for part in partitions:  # a term still used is mostly found so in the first few
+                if users > 0:
+                    break
+                users += part.df.get(term, 0)
+            if users <= 0:
+                unused.append(term)
+        return sorted(unused)
+
+    def _partitions(self, first: Set[str] = frozenset()) -> list[Partition]:
+        """Every project's partition: those of `first` first, then the largest (likeliest to hold a term)."""
+        found = [(name, part) for name in self.index.projects() if (part := self.index.partition(name)) is not None]
+        found.sort(key=lambda row: (row[0] not in first, -row[1].n_docs))
+        return [part for _, part in found]
+
+    def _forget_terms(self, terms: Mapping[str, int]) -> None:
+        """Take deleted terms out of the vocabulary (unless a word came back under a new id)."""
+        vocab = self.index.vocab
+        for term, term_id in terms.items():
+            if vocab.get(term) == term_id:
+                del vocab[term]
 
     def start_build(self, db: Database) -> asyncio.Task[int] | None:
         """Build the index in a background task unless it is built; returns the build in progress."""
@@ -341,8 +507,17 @@ class Indexer:
             stamp = await MetaRepository(conn).audit_stamp(seq)
         if stamp is None:  # the database was replaced under us
             return False
+        state, unused = await _in_daemon_thread(_grouped_and_unused, state)
+        # Another process may have deleted words this one still knows (their last records were
+        # dropped there): they must not reach the disk, nor stay in memory.
+        dead: dict[str, int] = {}
+        if unused:
+            async with db.read() as conn:
+                stored = await SearchDocRepository(conn).existing_term_ids(sorted(unused.values()))
+            dead = {term: term_id for term, term_id in unused.items() if term_id not in stored}
+            self._forget_terms(dead)
         header = CacheHeader(FORMAT, ANALYZER_VERSION, seq, stamp, mark, state.doc_count)
-        temporary = await _in_daemon_thread(lambda st: write_cache(plan.path, header, st), state)
+        temporary = await _in_daemon_thread(lambda st: write_cache(plan.path, header, _without(st, dead)), state)
         del state
         async with db.read() as conn:
             forgotten = await MetaRepository(conn).action_since(seq, FORGET_ACTION)
@@ -394,41 +569,55 @@ class Indexer:
         Every write lists the records it touched in the audit log, so this re-reads just those
         records' stored terms instead of rebuilding the index.
         """
-        async with db.read() as conn:
-            meta = MetaRepository(conn)
-            if await meta.last_audit_seq() <= self._seen_seq:
+        while True:
+            seen = self._seen_seq
+            async with db.read() as conn:
+                changes = await self._read_changes(conn)
+            if changes is None:
                 return 0
-            ids: set[str] = set()
-            last = self._seen_seq
-            while True:
-                rows = await meta.audit_since(last, limit=_SYNC_PAGE)
-                for seq, _, changes in rows:
-                    last = seq
-                    ids.update(change["id"] for change in json.loads(changes))
-                if len(rows) < _SYNC_PAGE:
-                    break
-            store = SearchDocRepository(conn)
-            # Not the largest id we know: our own new terms interleave with other processes' ones.
-            vocab = await store.vocabulary(after_id=self._vocab_mark)
-            docs = {doc.doc_id: doc for doc in await store.get_many(sorted(ids))}
-            vectors = (
-                []
-                if self.vectors is None
-                else await EmbeddingRepository(conn).current(self.vectors.model, sorted(docs))
-            )
-        self.index.learn_terms(vocab)
-        self._vocab_mark = max(vocab.values(), default=self._vocab_mark)
-        for doc_id in ids - docs.keys():
+            # Applied only if no other catch-up applied newer commits meanwhile (ours may be older).
+            if self._seen_seq == seen:
+                return self._apply_changes(changes)
+
+    async def _read_changes(self, conn: Conn) -> _Changes | None:
+        """The records other processes wrote since the audit row last seen (None: nothing new)."""
+        meta = MetaRepository(conn)
+        if await meta.last_audit_seq() <= self._seen_seq:
+            return None
+        ids: set[str] = set()
+        last = self._seen_seq
+        while True:
+            rows = await meta.audit_since(last, limit=_SYNC_PAGE)
+            for seq, _, changes in rows:
+                last = seq
+                ids.update(change["id"] for change in json.loads(changes))
+            if len(rows) < _SYNC_PAGE:
+                break
+        store = SearchDocRepository(conn)
+        # Not the largest id we know: our own new terms interleave with other processes' ones. A
+        # word deleted and stored again comes back under a new id, so it is among these too.
+        vocab = await store.vocabulary(after_id=self._vocab_mark)
+        docs = {doc.doc_id: doc for doc in await store.get_many(sorted(ids))}
+        vectors = (
+            [] if self.vectors is None else await EmbeddingRepository(conn).current(self.vectors.model, sorted(docs))
+        )
+        return _Changes(ids, last, vocab, docs, vectors)
+
+    def _apply_changes(self, changes: _Changes) -> int:
+        """Bring the index in line with what _read_changes found; returns how many records changed."""
+        self.index.learn_terms(changes.vocab)
+        self._vocab_mark = max(changes.vocab.values(), default=self._vocab_mark)
+        for doc_id in changes.ids - changes.docs.keys():
             self.index.remove(doc_id)
-        self.index.upsert_many(docs.values())
+        self.index.upsert_many(changes.docs.values())
         if self.vectors is not None:
-            self.index.load_vectors(vectors)
-            lacking = [doc_id for doc_id in docs if not self.index.has_vector(doc_id)]
+            self.index.load_vectors(changes.vectors)
+            lacking = [doc_id for doc_id in changes.docs if not self.index.has_vector(doc_id)]
             if lacking:
                 self.vectors.lacking_elsewhere(lacking)
-        self._seen_seq = max(self._seen_seq, last)
-        logger.debug("index synced with other writers: %d records", len(ids))
-        return len(ids)
+        self._seen_seq = max(self._seen_seq, changes.last)
+        logger.debug("index synced with other writers: %d records", len(changes.ids))
+        return len(changes.ids)
 
     async def specs_of(self, db: Database, doc_ids: Sequence[str]) -> list[DocSpec]:
         """The DocSpecs of indexed records, by id, as their services describe them now."""
@@ -479,6 +668,19 @@ async def _in_daemon_thread(fn: Callable[[_T], _R], arg: _T) -> _R:
 
     threading.Thread(target=work, name="mcp-memory-index-load", daemon=True).start()
     return await done
+
+
+def _grouped_and_unused(state: IndexState) -> tuple[IndexState, dict[str, int]]:
+    """`state` with its postings grouped, and its vocabulary entries that no document uses."""
+    grouped = with_postings(state)
+    return grouped, unused_terms(grouped)
+
+
+def _without(state: IndexState, terms: Mapping[str, int]) -> IndexState:
+    """`state` with `terms` left out of its vocabulary."""
+    if not terms:
+        return state
+    return replace(state, vocab={term: term_id for term, term_id in state.vocab.items() if term not in terms})
 
 
 def _unfit(header: CacheHeader, stamp: str | None, forgotten: bool, pending: int) -> str | None:

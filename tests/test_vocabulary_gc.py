@@ -1,0 +1,259 @@
+"""Forgotten words leave the store: when records are dropped, every term of theirs that no other
+record (of any project) uses is deleted from `search_terms`, kept out of the index cache, and a
+word that comes back later is stored again, under a new id, and found by every server."""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+from typing import Any
+
+import pytest
+from mcp import Client
+
+from mcp_memory.config import Settings
+from mcp_memory.context import open_app
+from mcp_memory.search.bm25 import decode_terms
+from mcp_memory.search.cache import CacheReader, cache_path
+from mcp_memory.search.index import SearchFilter
+from mcp_memory.server import build_server
+from mcp_memory.services.indexing import DocSpec
+from tests.conftest import FakeClock, call
+
+SECRET = "Alice Whitfield is secretly interviewing at Globexcorp next Thursday"
+SECRET_NOTE = "User mentioned the Whitfield interview at Globexcorp, keep it confidential"
+SECRET_WORDS = {"whitfield", "globexcorp", "secret", "interview", "confidenti"}  # as the analyzer stems them
+
+
+def stored_terms(db: Path) -> dict[str, int]:
+    """The vocabulary table as it is on disk."""
+    with sqlite3.connect(db) as conn:
+        return dict(conn.execute("SELECT term, id FROM search_terms").fetchall())
+
+
+def dangling_term_ids(db: Path) -> set[int]:
+    """Term ids that stored documents use but the vocabulary no longer holds."""
+    with sqlite3.connect(db) as conn:
+        known = {row[0] for row in conn.execute("SELECT id FROM search_terms")}
+        blobs = [row[0] for row in conn.execute("SELECT terms FROM search_docs")]
+    used = {term for blob in blobs for term in decode_terms(blob)["t"].tolist()}
+    return used - known
+
+
+def cached_terms(db: Path) -> dict[str, int]:
+    with CacheReader(cache_path(db)) as reader:
+        return reader.state().vocab
+
+
+def hit_ids(found: dict[str, Any]) -> list[str]:
+    return [hit["id"] for hit in found["hits"]]
+
+
+async def test_forgotten_words_leave_the_vocabulary_and_a_later_cache_while_shared_words_stay(
+    settings: Settings, clock: FakeClock
+) -> None:
+    settings = settings.model_copy(update={"index_cache_min_records": 0})
+    async with Client(build_server(settings, clock)) as client:
+        # The secret note opens its session, whose title it gives: the session is re-indexed without it.
+        note = await call(client, "memory_observe", content=SECRET_NOTE, session_id="chat")
+        clock.advance(minutes=1)
+        kept = await call(client, "memory_observe", content="Alice reviewed the budget", session_id="chat")
+        memory = await call(client, "memory_save", content=SECRET)
+        elsewhere = await call(client, "memory_save", content="Thursday is the deploy window", project="other")
+        assert stored_terms(settings.db).keys() >= SECRET_WORDS
+
+        await call(client, "memory_forget", ids=[memory["id"], note["id"]])
+
+        terms = stored_terms(settings.db)
+        assert not SECRET_WORDS & terms.keys()
+        assert {"alic", "thursday", "budget", "deploy"} <= terms.keys()  # still used here, or in another project
+        assert dangling_term_ids(settings.db) == set()
+        assert hit_ids(await call(client, "memory_recall", query="Alice budget")) == [kept["id"]]
+        assert hit_ids(await call(client, "memory_smart_search", query="Thursday deploy", project="other")) == [
+            elsewhere["id"]
+        ]
+        assert (await call(client, "memory_smart_search", query="Whitfield Globexcorp"))["hits"] == []
+
+    # A restart rebuilds and saves the cache; neither holds the forgotten words.
+    async with Client(build_server(settings, clock)) as client:
+        assert (await call(client, "memory_diagnose"))["index_source"] == "rebuild"
+    cached = cached_terms(settings.db)
+    assert not SECRET_WORDS & cached.keys()
+    assert {"alic", "thursday"} <= cached.keys()
+    data = cache_path(settings.db).read_bytes()
+    assert b"whitfield" not in data
+    assert b"globexcorp" not in data
+
+
+async def test_a_server_that_knew_the_words_keeps_them_out_of_the_cache_it_writes_later(
+    settings: Settings, clock: FakeClock
+) -> None:
+    settings = settings.model_copy(update={"index_cache_min_records": 0})
+    async with Client(build_server(settings, clock)) as client:
+        memory = await call(client, "memory_save", content=SECRET)
+        await call(client, "memory_save", content="Alice reviewed the budget")
+        async with open_app(settings, clock) as other:  # another server, its index built with the secret
+            indexer, index = other.deps.indexer, other.deps.index
+            assert "whitfield" in index.vocab
+            started = indexer.write_cache(other.deps.db)  # the one its start-up began, if still running
+            if started is not None:
+                await started
+            await call(client, "memory_forget", ids=[memory["id"]])
+            await indexer.sync(other.deps.db)  # it learns that the memory went, not that its words did
+            write = indexer.write_cache(other.deps.db)
+            assert write is not None
+            assert await write  # published: no forget came after what it reflects
+            assert not SECRET_WORDS & index.vocab.keys()
+            assert "alic" in index.vocab
+    cached = cached_terms(settings.db)
+    assert not SECRET_WORDS & cached.keys()
+    assert "alic" in cached
+
+
+async def test_a_forgotten_word_saved_again_is_found_by_every_server_and_after_restarts(
+    settings: Settings, clock: FakeClock
+) -> None:
+    cached = settings.model_copy(update={"index_cache_min_records": 0})
+    async with Client(build_server(settings, clock)) as writer, Client(build_server(settings, clock)) as reader:
+        memory = await call(writer, "memory_save", content=SECRET)
+        assert hit_ids(await call(reader, "memory_smart_search", query="Whitfield")) == [memory["id"]]
+        old_id = stored_terms(settings.db)["whitfield"]
+
+        await call(writer, "memory_forget", ids=[memory["id"]])
+        assert "whitfield" not in stored_terms(settings.db)
+
+        # The reader still maps the word to its deleted id; it stores it again, under a new one.
+        again = await call(reader, "memory_save", content="Whitfield joined the platform team")
+        new_id = stored_terms(settings.db)["whitfield"]
+        assert new_id > old_id
+        assert dangling_term_ids(settings.db) == set()
+        for client in (reader, writer):
+            assert hit_ids(await call(client, "memory_smart_search", query="Whitfield")) == [again["id"]]
+        third = await call(writer, "memory_save", content="Whitfield asked about the Globexcorp offer")
+        assert stored_terms(settings.db)["whitfield"] == new_id
+        assert dangling_term_ids(settings.db) == set()
+
+    expected = {again["id"], third["id"]}
+    async with Client(build_server(settings.model_copy(update={"index_cache": False}), clock)) as client:
+        assert set(hit_ids(await call(client, "memory_smart_search", query="Whitfield"))) == expected
+    async with Client(build_server(cached, clock)) as client:  # rebuilds, saves the cache
+        assert (await call(client, "memory_diagnose"))["index_source"] == "rebuild"
+    assert cached_terms(settings.db)["whitfield"] == new_id
+    async with Client(build_server(cached, clock)) as client:
+        assert (await call(client, "memory_diagnose"))["index_source"] == "cache"
+        assert set(hit_ids(await call(client, "memory_smart_search", query="Whitfield"))) == expected
+
+
+async def test_a_cache_written_before_a_word_was_deleted_does_not_bring_its_id_back(
+    settings: Settings, clock: FakeClock
+) -> None:
+    settings = settings.model_copy(update={"index_cache_min_records": 0})
+    async with Client(build_server(settings, clock)) as client:
+        first = await call(client, "memory_save", content="The backup job copies the archive with rsync")
+        await call(client, "memory_save", content="Deploys use the staging host")
+    async with Client(build_server(settings, clock)) as client:  # rebuilds, saves the cache
+        assert (await call(client, "memory_diagnose"))["index_source"] == "rebuild"
+    old_id = cached_terms(settings.db)["rsync"]
+
+    async with Client(build_server(settings, clock)) as client:
+        # A new version leaves the word to no record: it is deleted (no forget: the cache stays).
+        newer = "The backup job copies the archive with restic"
+        await call(client, "memory_save", content=newer, supersedes=first["id"])
+        assert "rsync" not in stored_terms(settings.db)
+    assert cached_terms(settings.db)["rsync"] == old_id
+
+    async with Client(build_server(settings, clock)) as client:  # its vocabulary maps the word to the old id
+        assert (await call(client, "memory_diagnose"))["index_source"] == "cache"
+        again = await call(client, "memory_save", content="rsync mirrors the photos every night")
+        assert stored_terms(settings.db)["rsync"] > old_id
+        assert dangling_term_ids(settings.db) == set()
+        assert hit_ids(await call(client, "memory_smart_search", query="rsync")) == [again["id"]]
+    async with Client(build_server(settings.model_copy(update={"index_cache": False}), clock)) as client:
+        assert hit_ids(await call(client, "memory_smart_search", query="rsync")) == [again["id"]]
+
+
+async def test_a_drop_sees_a_record_another_server_committed_since_its_index_last_looked(
+    settings: Settings, clock: FakeClock
+) -> None:
+    async with Client(build_server(settings, clock)) as client:
+        first = await call(client, "memory_save", content="The Zanzibar ferry leaves at noon")
+        async with open_app(settings, clock) as other:  # its index holds the first memory only
+            second = await call(client, "memory_save", content="Zanzibar visas take two weeks")
+            # Straight to the service: no call middleware brings its index up to date first.
+            await other.forget.forget(
+                "test", ids=[first["id"]], kind=None, session_id=None, since=None, until=None, dry_run=False
+            )
+        assert "zanzibar" in stored_terms(settings.db)
+        assert dangling_term_ids(settings.db) == set()
+        assert hit_ids(await call(client, "memory_smart_search", query="Zanzibar")) == [second["id"]]
+
+
+async def test_a_write_never_uses_a_term_id_another_server_deleted_since_its_index_last_looked(
+    settings: Settings, clock: FakeClock
+) -> None:
+    async with Client(build_server(settings, clock)) as client:
+        first = await call(client, "memory_save", content="The Zanzibar ferry leaves at noon")
+        async with open_app(settings, clock) as other:  # maps "zanzibar" to the first memory's term
+            await call(client, "memory_forget", ids=[first["id"]])
+            assert "zanzibar" not in stored_terms(settings.db)
+            saved = await other.memories.save("test", "Zanzibar visas take two weeks")
+        assert dangling_term_ids(settings.db) == set()
+        assert hit_ids(await call(client, "memory_smart_search", query="Zanzibar")) == [saved.id]
+
+
+def _spec(doc_id: str, text: str) -> DocSpec:
+    return DocSpec(doc_id, "memory", "p", "2026-01-01T00:00:00Z", fields=((text, 1),))
+
+
+async def test_a_record_put_in_a_rolled_back_savepoint_keeps_no_word_alive(tmp_path: Path) -> None:
+    settings = Settings(db=tmp_path / "m.db", project="p", synchronous="normal")
+    async with open_app(settings) as app:
+        db, indexer = app.deps.db, app.deps.indexer
+        saved = await app.memories.save("p", "quokka habitat survey")
+        await app.memories.save("p", "habitat map for wombats")
+
+        async def failing_inner() -> None:
+            async with db.transaction("inner") as inner:
+                await indexer.put(inner, _spec("mem_x", "quokka numbers"))
+                raise ValueError("inner")
+
+        left: set[str] = set()
+
+        async def failing_outer() -> None:
+            async with db.transaction("outer") as tx:
+                with pytest.raises(ValueError, match="inner"):
+                    await failing_inner()
+                await indexer.drop(tx, [saved.id])
+                left.update(row[0] for row in await tx.fetchall("SELECT term FROM search_terms"))
+                raise RuntimeError("outer")  # the memory itself stays: undo the drop too
+
+        with pytest.raises(RuntimeError, match="outer"):
+            await failing_outer()
+        assert "habitat" in left  # the other memory uses it
+        assert "quokka" not in left  # only the rolled-back record would have used it
+        assert "quokka" in stored_terms(settings.db)
+        assert "quokka" in app.deps.index.vocab
+
+
+async def test_a_word_deleted_in_a_rolled_back_savepoint_is_used_again_under_its_id(tmp_path: Path) -> None:
+    settings = Settings(db=tmp_path / "m.db", project="p", synchronous="normal")
+    async with open_app(settings) as app:
+        db, indexer = app.deps.db, app.deps.indexer
+        saved = await app.memories.save("p", "quokka habitat survey")
+        quokka = stored_terms(settings.db)["quokka"]
+
+        async def failing_inner() -> None:
+            async with db.transaction("inner") as inner:
+                await indexer.drop(inner, [saved.id])
+                raise ValueError("inner")
+
+        async with db.transaction("outer") as tx:
+            with pytest.raises(ValueError, match="inner"):
+                await failing_inner()
+            await indexer.put(tx, _spec("mem_y", "quokka numbers"))
+        assert stored_terms(settings.db)["quokka"] == quokka
+        assert dangling_term_ids(settings.db) == set()
+        assert app.deps.index.vocab["quokka"] == quokka
+    async with open_app(settings) as app:  # rebuilt from stored terms alone
+        found = app.deps.index.search("p", "quokka", SearchFilter(), 10)
+        assert {hit.doc_id for hit in found} == {saved.id, "mem_y"}
