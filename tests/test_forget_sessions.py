@@ -257,3 +257,9 @@ async def test_crystallize_pairs_an_error_only_with_a_fix_about_the_same_thing(c
         lines[start + 4],
     ]
     assert not lines[start + 4].startswith("- ")
+
+
+async def test_prompt_text_arguments_that_look_like_json_stay_text(client: Client) -> None:
+    text = await prompt_text(client, "session_start", {"query": '{"error": "timeout"}'})
+
+    assert text.startswith("Here is what you remember about this project.")

@@ -160,7 +160,7 @@ def check_prompt_arguments(prompts: Mapping[str, Callable[..., Awaitable[Any]]])
     The SDK raises a plain error for both, which reaches the client as "Internal server error".
     """
     arguments_of: dict[str, FuncMetadata] = {
-        name: func_metadata(fn, skip_names=["ctx"], structured_output=False) for name, fn in prompts.items()
+        name: text_safe(func_metadata(fn, skip_names=["ctx"], structured_output=False)) for name, fn in prompts.items()
     }
 
     async def check(ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> HandlerResult:
