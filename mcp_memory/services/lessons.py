@@ -284,6 +284,30 @@ class LessonService(Service):
         else:
             await self.deps.indexer.drop(tx, [lesson.id])
 
+    async def retire(
+        self,
+        tx: Tx,
+        lesson: Lesson,
+        *,
+        confidence: float | None = None,
+        source: dict[str, object] | None = None,
+        context: str | None = None,
+    ) -> None:
+        """Soft-delete a derived lesson the evidence no longer supports, keeping the figures that say why.
+
+        One already soft-deleted stays so, with its figures brought up to date.
+        """
+        now = self.now_iso()
+        update: dict[str, object] = {"deleted_at": lesson.deleted_at or now, "updated_at": now}
+        if confidence is not None:
+            # Stored as of now (a persisted value, like a decay) so a listing of faded lessons shows it.
+            update |= {"confidence": confidence, "decayed_at": now}
+        if source is not None:
+            update["source"] = lesson.source | source
+        if context is not None:
+            update["context"] = context
+        await self.store(tx, lesson.model_copy(update=update), "update" if lesson.deleted_at else "soft_delete")
+
     # -- reads ------------------------------------------------------------------------------------
 
     async def recall(

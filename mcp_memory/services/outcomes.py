@@ -231,7 +231,7 @@ class OutcomeService(Service):
         context = f"Worked in {tally.successes} of {tally.outcomes} attempts with a similar strategy."
         if not self._holds(tally):
             if existing is not None:
-                await self._retire(tx, existing, confidence=tally.share, source=source, context=context)
+                await self.lessons.retire(tx, existing, confidence=tally.share, source=source, context=context)
             return []
         if existing is not None:
             await self._update_derived(tx, existing, confidence=tally.share, source=source, context=context)
@@ -255,7 +255,7 @@ class OutcomeService(Service):
         for lesson in await self._anti_patterns(tx, outcome):
             named = _named_strategy(lesson)
             if named and self.similar(named, outcome.strategy) and self._holds(self._tally(peers, named)):
-                await self._retire(tx, lesson)
+                await self.lessons.retire(tx, lesson)
 
     async def _anti_pattern(self, tx: Tx, outcome: Outcome, peers: Sequence[Outcome]) -> list[str]:
         """Draw, strengthen, restore or retire the anti-pattern of this failure's error."""
@@ -279,7 +279,7 @@ class OutcomeService(Service):
             if holds:
                 await self._update_derived(tx, existing, confidence=confidence, source=source, context=context)
                 return [existing.id]
-            await self._retire(tx, existing, confidence=confidence, source=source, context=context)
+            await self.lessons.retire(tx, existing, confidence=confidence, source=source, context=context)
             return []
         if not holds:
             return []
@@ -448,30 +448,6 @@ class OutcomeService(Service):
             ),
             "reinforce",
         )
-
-    async def _retire(
-        self,
-        tx: Tx,
-        lesson: Lesson,
-        *,
-        confidence: float | None = None,
-        source: dict[str, object] | None = None,
-        context: str | None = None,
-    ) -> None:
-        """Soft-delete a derived lesson the evidence no longer supports, keeping the figures that say why.
-
-        One already soft-deleted stays so, with its figures brought up to date.
-        """
-        now = self.now_iso()
-        update: dict[str, object] = {"deleted_at": lesson.deleted_at or now, "updated_at": now}
-        if confidence is not None:
-            # Stored as of now (a persisted value, like a decay) so a listing of faded lessons shows it.
-            update |= {"confidence": confidence, "decayed_at": now}
-        if source is not None:
-            update["source"] = lesson.source | source
-        if context is not None:
-            update["context"] = context
-        await self.lessons.store(tx, lesson.model_copy(update=update), "update" if lesson.deleted_at else "soft_delete")
 
 
 def _why_bad(failures: int, error: str, alternative: str | None) -> str:

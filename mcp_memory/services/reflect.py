@@ -245,16 +245,8 @@ class ReflectService(Service):
     async def _retire_sequence(self, tx: Tx, project: str, content: str, task_type: str, share: float) -> None:
         """Soft-delete a heuristic learned from these steps, now that they mostly fail."""
         existing = await self.lessons.twin(tx, project, content, "heuristic", task_type)
-        if existing is None or existing.deleted_at is not None:
-            return
-        now = self.now_iso()
-        retired = existing.model_copy(
-            update={
-                "deleted_at": now, "updated_at": now, "confidence": share, "decayed_at": now,
-                "source": existing.source | {"share": round(share, 4)},
-            }
-        )  # fmt: skip
-        await self.lessons.store(tx, retired, "soft_delete")
+        if existing is not None and existing.deleted_at is None:
+            await self.lessons.retire(tx, existing, confidence=share, source={"share": round(share, 4)})
 
     async def _contradictions(self, tx: Tx, project: str, memories: Sequence[Memory]) -> tuple[list[RelationView], int]:
         """The pairs newly flagged, and how many pairs the evidence shows in all (flagged before included)."""
