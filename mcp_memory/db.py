@@ -16,11 +16,11 @@ import json
 import logging
 import sqlite3
 import time
-from collections.abc import AsyncIterator, Callable, Iterable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import aiosqlite
 import anyio
@@ -33,6 +33,7 @@ Row = sqlite3.Row
 Params = Sequence[Any] | dict[str, Any]
 
 _BEGIN_RETRY_PAUSE_S = 0.05
+T = TypeVar("T")
 
 
 def _translate(exc: sqlite3.Error) -> Exception:
@@ -107,19 +108,77 @@ class Conn:
         return None if row is None else row[0]
 
 
-def _run_batch(
-    conn: sqlite3.Connection, pending: list[tuple[str, Any, bool]], sql: str | None, params: Params, want_rows: bool
-) -> Any:
-    """Runs on the connection's thread: the queued statements, then the final one."""
-    for statement, args, many in pending:
-        if many:
-            conn.executemany(statement, args)
-        else:
-            conn.execute(statement, args)
-    if sql is None:
-        return None
-    cursor = conn.execute(sql, params)
-    return cursor.fetchall() if want_rows else cursor.lastrowid
+# How a queued statement runs: no result, once per parameter set, its rows, its new rowid.
+_EXEC, _MANY, _ROWS, _ROWID = range(4)
+_Op = tuple[str, Any, int, "Later | None"]
+
+
+class _BeginFailed(Exception):
+    """BEGIN IMMEDIATE failed on the connection's thread (nothing of the batch ran)."""
+
+    def __init__(self, error: sqlite3.OperationalError) -> None:
+        super().__init__(str(error))
+        self.error = error
+
+
+def _run_batch(conn: sqlite3.Connection, ops: list[_Op], begin: bool) -> list[Any]:
+    """Runs on the connection's thread: BEGIN IMMEDIATE when asked, then each statement in order;
+    returns the rows (or rowid) of each statement that wants them."""
+    if begin:
+        try:
+            conn.execute("BEGIN IMMEDIATE")
+        except sqlite3.OperationalError as exc:
+            raise _BeginFailed(exc) from exc
+    out: list[Any] = []
+    for sql, args, mode, _ in ops:
+        if mode == _MANY:
+            conn.executemany(sql, args)
+            continue
+        cursor = conn.execute(sql, args)
+        if mode == _ROWS:
+            out.append(cursor.fetchall())
+        elif mode == _ROWID:
+            out.append(cursor.lastrowid)
+    return out
+
+
+def _rollback_open(conn: sqlite3.Connection) -> None:
+    """Runs on the connection's thread: roll back the open transaction, if there is one."""
+    if conn.in_transaction:
+        conn.execute("ROLLBACK")
+
+
+async def _begin_with_retry(send: Callable[[], Awaitable[T]], busy_timeout_s: float) -> T:
+    """Run `send`, whose trip starts with BEGIN IMMEDIATE, retrying while that BEGIN reports busy.
+
+    BEGIN IMMEDIATE waits busy_timeout for the lock, but SQLite can also report busy at once
+    (e.g. while another connection recovers the WAL), so a busy BEGIN is retried; retrying is
+    safe (nothing ran yet) and stops once busy_timeout has passed in all.
+    """
+    deadline = time.monotonic() + busy_timeout_s
+    attempt = 0
+    while True:
+        try:
+            return await send()
+        except _BeginFailed as failed:
+            attempt += 1
+            text = str(failed.error)
+            pause = min(_BEGIN_RETRY_PAUSE_S * attempt, 0.5)
+            if not ("locked" in text or "busy" in text) or time.monotonic() + pause >= deadline:
+                raise _translate(failed.error) from failed.error
+            logger.info("database busy, retrying BEGIN IMMEDIATE (%d)", attempt)
+            await anyio.sleep(pause)
+
+
+class Later:
+    """A query queued in a transaction: its rows arrive with the transaction's next round trip."""
+
+    __slots__ = ("params", "rows", "sql")
+
+    def __init__(self, sql: str, params: Params) -> None:
+        self.sql = sql
+        self.params = params
+        self.rows: list[Row] | None = None
 
 
 @dataclass(eq=False)
@@ -136,10 +195,13 @@ class Tx(Conn):
 
     Statements that return nothing are queued and sent with the next statement that does (or at
     commit), so a tool call's writes cost one round trip to the connection's thread instead of
-    one each. Any error still fails the whole transaction, which then rolls back.
+    one each; BEGIN IMMEDIATE rides with the first trip and COMMIT with the last. Any error still
+    fails the whole transaction, which then rolls back.
     """
 
-    def __init__(self, raw: aiosqlite.Connection, action: str, actor: str | None, project: str | None) -> None:
+    def __init__(
+        self, raw: aiosqlite.Connection, action: str, actor: str | None, project: str | None, busy_timeout_s: float
+    ) -> None:
         super().__init__(raw)
         self.action = action
         self.actor = actor
@@ -147,20 +209,36 @@ class Tx(Conn):
         self._frames: list[_Frame] = [_Frame()]
         self.extra: dict[str, Any] = {}
         self.audit_seq: int | None = None  # the audit-log row of this transaction, once written
-        self._pending: list[tuple[str, Any, bool]] = []
+        self._pending: list[_Op] = []
+        self._begun = False
+        self._busy_timeout_s = busy_timeout_s
 
     async def execute(self, sql: str, params: Params = ()) -> None:
         """Queue a statement; it runs before the next one that returns something."""
-        self._pending.append((sql, params, False))
+        self._pending.append((sql, params, _EXEC, None))
 
     async def executemany(self, sql: str, rows: Iterable[Params]) -> None:
         """Queue a statement for each parameter set."""
-        self._pending.append((sql, list(rows), True))
+        self._pending.append((sql, list(rows), _MANY, None))
 
     async def fetchall(self, sql: str, params: Params = ()) -> list[Row]:
         """Run the queued statements, then this query; returns its rows."""
-        rows = await self._send(sql, params, want_rows=True)
-        return list(rows)
+        self._pending.append((sql, params, _ROWS, None))
+        return list((await self._send())[-1])
+
+    def fetch_later(self, sql: str, params: Params = ()) -> Later:
+        """Queue a query without a trip of its own; `rows_of` gives its rows."""
+        later = Later(sql, params)
+        self._pending.append((sql, params, _ROWS, later))
+        return later
+
+    async def rows_of(self, later: Later) -> list[Row]:
+        """The rows of a query queued by `fetch_later` (sending it now if it has not gone yet)."""
+        if later.rows is None:
+            await self.flush()
+        if later.rows is None:  # its savepoint rolled back before it was sent
+            return await self.fetchall(later.sql, later.params)
+        return later.rows
 
     async def pages(self, sql: str, params: Params = (), size: int = 1000) -> AsyncIterator[list[Row]]:
         """Run the queued statements, then page through this query's rows."""
@@ -170,26 +248,53 @@ class Tx(Conn):
 
     async def insert(self, sql: str, params: Params = ()) -> int:
         """Run the queued statements, then this INSERT; returns its rowid."""
-        return int(await self._send(sql, params, want_rows=False) or 0)
+        self._pending.append((sql, params, _ROWID, None))
+        return int((await self._send())[-1] or 0)
 
     async def flush(self) -> None:
-        """Run the queued statements now."""
-        if self._pending:
-            await self._send(None, (), want_rows=False)
+        """Run the queued statements now (and open the transaction, if no trip has yet)."""
+        if self._pending or not self._begun:
+            await self._send()
+
+    async def commit(self, audit: tuple[str, Params] | None) -> None:
+        """Send the queued statements, the audit row and COMMIT in one trip.
+
+        A transaction that never sent or queued anything has nothing to commit and makes no trip.
+        """
+        if not self._begun and not self._pending and audit is None:
+            return
+        if audit is not None:
+            self._pending.append((*audit, _ROWID, None))
+        self._pending.append(("COMMIT", (), _EXEC, None))
+        results = await self._send()
+        if audit is not None:
+            self.audit_seq = int(results[-1])
 
     def discard(self) -> None:
         """Forget the queued statements (their transaction or savepoint is being rolled back)."""
         self._pending.clear()
 
-    async def _send(self, sql: str | None, params: Params, want_rows: bool) -> Any:
-        pending, self._pending = self._pending, []
-        try:
+    async def _send(self) -> list[Any]:
+        ops, self._pending = self._pending, []
+
+        async def trip() -> list[Any]:
             # aiosqlite has no public way to run several statements in one trip to its thread.
-            return await self._raw._execute(  # type: ignore[no-untyped-call]
-                _run_batch, self._raw._conn, pending, sql, params, want_rows
+            result: list[Any] = await self._raw._execute(  # type: ignore[no-untyped-call]
+                _run_batch, self._raw._conn, ops, not self._begun
             )
+            return result
+
+        try:
+            results = await (trip() if self._begun else _begin_with_retry(trip, self._busy_timeout_s))
         except sqlite3.Error as exc:
+            self._begun = True  # the BEGIN ran (a failed one raises _BeginFailed, translated above)
             raise _translate(exc) from exc
+        self._begun = True
+        waiting = [later for _, _, mode, later in ops if mode in (_ROWS, _ROWID)]
+        for later, rows in zip(waiting, results, strict=True):
+            if later is not None:
+                later.rows = list(rows)
+        return results
 
     def changed(self, kind: str, record_id: str, op: str) -> None:
         """Note that a record was created, updated or deleted (kept for the audit log)."""
@@ -241,6 +346,12 @@ class Database:
         self._reader_available = anyio.Semaphore(len(readers))
         self._savepoint_seq = 0
         self._commit_listeners: list[Callable[[Tx], None]] = []
+        self._begin_listeners: list[Callable[[Tx], None]] = []
+
+    def at_every_begin(self, listener: Callable[[Tx], None]) -> None:
+        """Call `listener(tx)` as each transaction of this process starts, before its first trip
+        (a listener may queue reads with `tx.fetch_later`; they ride with that trip)."""
+        self._begin_listeners.append(listener)
 
     def after_every_commit(self, listener: Callable[[Tx], None]) -> None:
         """Call `listener(tx)` after each committed transaction of this process."""
@@ -311,14 +422,14 @@ class Database:
                 yield tx
             return
         async with self._write_lock:
-            await self._begin()
-            tx = Tx(self._writer, action, actor, project)
+            tx = Tx(self._writer, action, actor, project, self._busy_timeout_s)
             token = _current_tx.set(tx)
             try:
+                for listener in self._begin_listeners:
+                    listener(tx)
                 yield tx
-                await self._write_audit(tx)
-                await tx.flush()
-                await self._exec_raw("COMMIT")
+                with anyio.CancelScope(shield=True):  # once COMMIT is sent, know whether it landed
+                    await tx.commit(_audit_row(tx))
             except BaseException:
                 tx.discard()
                 with anyio.CancelScope(shield=True):
@@ -382,28 +493,16 @@ class Database:
                 self._free_readers.append(raw)
 
     async def _begin(self) -> None:
-        # BEGIN IMMEDIATE waits busy_timeout for the lock, but SQLite can also report busy at once
-        # (e.g. while another connection recovers the WAL), so a busy BEGIN is retried; retrying is
-        # safe (nothing is written yet) and stops once busy_timeout has passed in all.
-        deadline = time.monotonic() + self._busy_timeout_s
-        attempt = 0
-        while True:
-            try:
-                await self._writer.execute("BEGIN IMMEDIATE")
-                return
-            except sqlite3.OperationalError as exc:
-                attempt += 1
-                busy = "locked" in str(exc) or "busy" in str(exc)
-                pause = min(_BEGIN_RETRY_PAUSE_S * attempt, 0.5)
-                if not busy or time.monotonic() + pause >= deadline:
-                    raise _translate(exc) from exc
-                logger.info("database busy, retrying BEGIN IMMEDIATE (%d)", attempt)
-                await anyio.sleep(pause)
+        async def trip() -> None:
+            await self._writer._execute(_run_batch, self._writer._conn, [], True)  # type: ignore[no-untyped-call]
+
+        await _begin_with_retry(trip, self._busy_timeout_s)
 
     async def _rollback(self) -> None:
         try:
-            if self._writer.in_transaction:
-                await self._writer.execute("ROLLBACK")
+            # On the connection's thread, after any trip still running there: a cancelled trip
+            # may yet open the transaction (its BEGIN rides with it) after we stopped waiting.
+            await self._writer._execute(_rollback_open, self._writer._conn)  # type: ignore[no-untyped-call]
         except sqlite3.Error as exc:
             logger.error("rollback failed: %s", exc)
 
@@ -412,23 +511,6 @@ class Database:
             await self._writer.execute(sql)
         except sqlite3.Error as exc:
             raise _translate(exc) from exc
-
-    async def _write_audit(self, tx: Tx) -> None:
-        changes = tx.changes
-        if not changes:
-            return
-        detail = json.dumps(tx.extra, sort_keys=True, default=str) if tx.extra else None
-        tx.audit_seq = await tx.insert(
-            "INSERT INTO audit_log (at, project, actor, action, changes, detail) "
-            "VALUES (strftime('%Y-%m-%dT%H:%M:%fZ', 'now'), ?, ?, ?, ?, ?)",
-            (
-                tx.project,
-                tx.actor,
-                tx.action,
-                json.dumps([{"kind": k, "id": i, "op": o} for k, i, o in changes]),
-                detail,
-            ),
-        )
 
     @asynccontextmanager
     async def migration_step(self) -> AsyncIterator[Conn]:
@@ -442,6 +524,19 @@ class Database:
                 with anyio.CancelScope(shield=True):
                     await self._rollback()
                 raise
+
+
+def _audit_row(tx: Tx) -> tuple[str, Params] | None:
+    """The audit-log INSERT of a transaction's recorded changes (None when it changed nothing)."""
+    changes = tx.changes
+    if not changes:
+        return None
+    detail = json.dumps(tx.extra, sort_keys=True, default=str) if tx.extra else None
+    return (
+        "INSERT INTO audit_log (at, project, actor, action, changes, detail) "
+        "VALUES (strftime('%Y-%m-%dT%H:%M:%fZ', 'now'), ?, ?, ?, ?, ?)",
+        (tx.project, tx.actor, tx.action, json.dumps([{"kind": k, "id": i, "op": o} for k, i, o in changes]), detail),
+    )
 
 
 def _run_callbacks(tx: Tx, listeners: list[Callable[[Tx], None]]) -> None:

@@ -5,12 +5,13 @@ from __future__ import annotations
 import json
 import sqlite3
 from pathlib import Path
+from typing import Any
 
 import anyio
 import pytest
 
 from mcp_memory.db import Database
-from mcp_memory.errors import ConflictError, StorageError
+from mcp_memory.errors import BusyError, ConflictError, StorageError
 from mcp_memory.migrations import MIGRATIONS, apply_migrations
 
 SPEC_TABLES = {
@@ -170,6 +171,7 @@ async def test_reads_do_not_wait_for_a_write_in_progress(tmp_path: Path) -> None
     async def writer() -> None:
         async with db.transaction("slow") as tx:
             await tx.execute(*_insert_slot("new"))
+            await tx.flush()  # the write lock is taken and the row written, not yet committed
             writing.set()
             await release.wait()
 
@@ -200,6 +202,82 @@ async def test_cancelled_transaction_rolls_back(tmp_path: Path) -> None:
         async with db.read() as conn:
             assert [r[0] for r in await conn.fetchall("SELECT name FROM slots")] == ["whole"]
     finally:
+        await db.close()
+
+
+def _count_trips(db: Database, monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """Names of the functions sent to the writer connection's thread from now on (one per round trip)."""
+    trips: list[str] = []
+    send = db._writer._execute
+
+    async def counted(fn: Any, *args: Any, **kwargs: Any) -> Any:
+        trips.append(getattr(fn, "__name__", repr(fn)))
+        return await send(fn, *args, **kwargs)
+
+    monkeypatch.setattr(db._writer, "_execute", counted)
+    return trips
+
+
+async def test_begin_rides_with_the_first_statement_and_commit_with_the_last(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    db = await Database.open(tmp_path / "m.db")
+    try:
+        trips = _count_trips(db, monkeypatch)
+        async with db.transaction("two trips") as tx:
+            head = tx.fetch_later("SELECT count(*) FROM slots")  # rides with the next trip
+            await tx.execute(*_insert_slot("a"))
+            assert [tuple(r) for r in await tx.fetchall("SELECT name FROM slots")] == [("a",)]
+            assert [tuple(r) for r in await tx.rows_of(head)] == [(0,)], "queued before the insert ran"
+            tx.changed("slot", "slot_a", "create")
+        assert len(trips) == 2, trips
+        trips.clear()
+        async with db.transaction("nothing"):
+            pass
+        assert trips == [], "an empty transaction makes no trip"
+        async with db.read() as conn:
+            assert await conn.fetchval("SELECT count(*) FROM slots") == 1
+            assert [r[0] for r in await conn.fetchall("SELECT action FROM audit_log")] == ["two trips"]
+    finally:
+        await db.close()
+
+
+async def test_a_transaction_cancelled_during_its_first_trip_leaves_the_writer_usable(tmp_path: Path) -> None:
+    db = await Database.open(tmp_path / "m.db")
+    try:
+        with anyio.CancelScope() as scope:
+            async with db.transaction("cancelled") as tx:
+                await tx.execute(*_insert_slot("half"))
+                scope.cancel()
+                # handed to the connection's thread, then cancelled before it answers: BEGIN and the
+                # insert still run there after the rollback was decided on
+                await tx.fetchall("SELECT 1")
+        assert scope.cancelled_caught
+        async with db.transaction("after") as tx:
+            await tx.execute(*_insert_slot("whole"))
+        async with db.read() as conn:
+            assert [r[0] for r in await conn.fetchall("SELECT name FROM slots")] == ["whole"]
+    finally:
+        await db.close()
+
+
+async def test_a_write_lock_held_elsewhere_past_the_timeout_is_a_busy_error(tmp_path: Path) -> None:
+    path = tmp_path / "m.db"
+    db = await Database.open(path, busy_timeout_ms=100)
+    other = sqlite3.connect(path, isolation_level=None)
+    try:
+        other.execute("BEGIN IMMEDIATE")
+        with pytest.raises(BusyError):
+            async with db.transaction("blocked") as tx:
+                await tx.execute(*_insert_slot("blocked"))
+                await tx.fetchall("SELECT 1")
+        other.execute("ROLLBACK")
+        async with db.transaction("free") as tx:
+            await tx.execute(*_insert_slot("free"))
+        async with db.read() as conn:
+            assert [r[0] for r in await conn.fetchall("SELECT name FROM slots")] == ["free"]
+    finally:
+        other.close()
         await db.close()
 
 

@@ -6,7 +6,10 @@ import json
 from collections.abc import Iterable
 from typing import Any
 
+from mcp_memory.db import Later, Tx
 from mcp_memory.repositories.base import Repository
+
+_AUDIT_HEAD = "SELECT coalesce(max(seq), 0) FROM audit_log"
 
 COUNTED_TABLES = (
     "sessions",
@@ -100,8 +103,16 @@ class MetaRepository(Repository):
         out["sqlite_version"] = await self.conn.fetchval("SELECT sqlite_version()")
         return out
 
-    async def last_audit_seq(self) -> int:
-        return int(await self.conn.fetchval("SELECT coalesce(max(seq), 0) FROM audit_log"))
+    async def last_audit_seq(self, queued: Later | None = None) -> int:
+        """The newest audit row's seq (0 for an empty log); `queued`: the read `queue_last_audit_seq` queued."""
+        if queued is not None and isinstance(self.conn, Tx):
+            return int((await self.conn.rows_of(queued))[0][0])
+        return int(await self.conn.fetchval(_AUDIT_HEAD))
+
+    @staticmethod
+    def queue_last_audit_seq(tx: Tx) -> Later:
+        """Queue the read of `last_audit_seq` on the transaction's next trip, saving a trip of its own."""
+        return tx.fetch_later(_AUDIT_HEAD)
 
     async def audit_stamp(self, seq: int) -> str | None:
         """The time of audit row `seq` ("" for row 0, which stands for an empty log; None if missing)."""

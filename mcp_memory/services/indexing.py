@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Protocol, TypeVar
 
 from mcp_memory.clock import epoch
-from mcp_memory.db import Conn, Database, Tx
+from mcp_memory.db import Conn, Database, Later, Tx
 from mcp_memory.repositories.embeddings import EmbeddingRepository
 from mcp_memory.repositories.meta import MetaRepository
 from mcp_memory.repositories.search_docs import SearchDocRepository
@@ -167,6 +167,8 @@ class Indexer:
         self._caught_up: weakref.WeakSet[Tx] = weakref.WeakSet()
         self._open: weakref.WeakKeyDictionary[Tx, _Pending] = weakref.WeakKeyDictionary()
         self._collected: weakref.WeakSet[Tx] = weakref.WeakSet()  # transactions that deleted terms
+        # each transaction's audit head, read in its first trip right after BEGIN (see _catch_up)
+        self._heads: weakref.WeakKeyDictionary[Tx, Later] = weakref.WeakKeyDictionary()
 
     def register_source(self, kind: str, source: DocSource, lookup: DocLookup) -> None:
         """Tell the indexer how to enumerate every record of `kind`, and how to fetch some by id."""
@@ -298,7 +300,7 @@ class Indexer:
             return False
         while True:
             seen = self._seen_seq
-            changes = await self._read_changes(tx)  # nothing of this transaction's is in search_docs yet
+            changes = await self._read_changes(tx, self._heads.pop(tx, None))  # none of tx's own rows yet
             if changes is None or self._seen_seq == seen:
                 break
         if changes is not None:
@@ -486,6 +488,12 @@ class Indexer:
         self.source = source
         self.built = True
         db.after_every_commit(self._after_commit)
+        db.at_every_begin(self._queue_head)
+
+    def _queue_head(self, tx: Tx) -> None:
+        # Under the write lock the head cannot move until the transaction ends, so the read that
+        # rides with BEGIN is the one _catch_up needs, without a trip of its own.
+        self._heads[tx] = MetaRepository.queue_last_audit_seq(tx)
 
     def write_cache(self, db: Database) -> asyncio.Task[bool] | None:
         """Save the index to its cache in the background (one write at a time); returns the write."""
@@ -579,10 +587,10 @@ class Indexer:
             if self._seen_seq == seen:
                 return self._apply_changes(changes)
 
-    async def _read_changes(self, conn: Conn) -> _Changes | None:
+    async def _read_changes(self, conn: Conn, head: Later | None = None) -> _Changes | None:
         """The records other processes wrote since the audit row last seen (None: nothing new)."""
         meta = MetaRepository(conn)
-        if await meta.last_audit_seq() <= self._seen_seq:
+        if await meta.last_audit_seq(head) <= self._seen_seq:
             return None
         ids: set[str] = set()
         last = self._seen_seq
