@@ -267,10 +267,14 @@ async def test_a_write_lock_held_elsewhere_past_the_timeout_is_a_busy_error(tmp_
     other = sqlite3.connect(path, isolation_level=None)
     try:
         other.execute("BEGIN IMMEDIATE")
-        with pytest.raises(BusyError):
+
+        async def blocked() -> None:
             async with db.transaction("blocked") as tx:
                 await tx.execute(*_insert_slot("blocked"))
                 await tx.fetchall("SELECT 1")
+
+        with pytest.raises(BusyError):
+            await blocked()
         other.execute("ROLLBACK")
         async with db.transaction("free") as tx:
             await tx.execute(*_insert_slot("free"))
