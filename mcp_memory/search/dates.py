@@ -53,9 +53,19 @@ _RELATIVE = re.compile(
     r"\b(yesterday|today|tonight|this morning|this afternoon|last night|the day before yesterday|"
     r"last (?:week|weekend|month|year)|"
     r"(a|an|one|two|three|four|five|six|seven|a couple of|\d{1,2}) (day|week|month|year)s? ago|"
-    r"last (monday|tuesday|wednesday|thursday|friday|saturday|sunday))\b",
-    re.IGNORECASE,
-)
+    r"last (monday|tuesday|wednesday|thursday|friday|saturday|sunday))\b"
+)  # run on lower-cased text: IGNORECASE makes Python's re try the alternation at every position
+_RELATIVE_ANY_CASE = re.compile(_RELATIVE.pattern, re.IGNORECASE)  # for queries: short, and spans must fit
+# Every relative expression holds one of these: text without any has none (most records).
+_RELATIVE_HINTS = ("yesterday", "today", "tonight", "this morning", "this afternoon", "last ", " ago")
+
+
+def _relative_matches(text: str) -> list[re.Match[str]]:
+    """The relative expressions ("yesterday", "two weeks ago", …) of `text`, matched lower-cased."""
+    lowered = text.lower()
+    if not any(hint in lowered for hint in _RELATIVE_HINTS):
+        return []
+    return list(_RELATIVE.finditer(lowered))
 
 
 def day_tokens(day: date) -> list[str]:
@@ -74,7 +84,7 @@ def record_tokens(text: str, at: float | None) -> list[str]:
         return []
     day = datetime.fromtimestamp(at, UTC).date()
     tokens = day_tokens(day)
-    for match in _RELATIVE.finditer(text):
+    for match in _relative_matches(text):
         tokens += _resolve(match, day)
     return list(dict.fromkeys(tokens))  # a date named twice is still one date
 
@@ -107,7 +117,7 @@ def query_tokens(text: str, now: datetime) -> list[str]:
     for match in _YEAR.finditer(text):
         if free(match):
             tokens.append(f"@{match[1]}")
-    for match in _RELATIVE.finditer(text):
+    for match in _RELATIVE_ANY_CASE.finditer(text):
         if free(match):
             tokens += _week_asked(match, now.date()) or _resolve(match, now.date())
     return list(dict.fromkeys(tokens))

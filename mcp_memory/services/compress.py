@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import re
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 from mcp_memory.privacy import without_markers
@@ -40,9 +40,9 @@ _ABBREVIATION = re.compile(
 )
 _SIGNAL = re.compile(
     r"\b(because|caus\w*|error|exception|fail\w*|fix\w*|decid\w*|decision|must|should|never|always|"
-    r"prefer\w*|instead|resolv\w*|works?|broke\w*|bug|todo|important|root cause|avoid|require\w*)\b",
-    re.IGNORECASE,
-)
+    r"prefer\w*|instead|resolv\w*|works?|broke\w*|bug|todo|important|root cause|avoid|require\w*)\b"
+)  # matched against lower-cased text: IGNORECASE makes Python's re try the alternation at every position
+_DIGIT = re.compile(r"\d")
 _IDENTIFIER = re.compile(
     r"\b(?:[a-z]+[A-Z]\w*|[A-Z][a-z0-9]+(?:[A-Z][A-Za-z0-9]*)+|[A-Za-z]+_\w+|[A-Za-z_]\w*(?:\.[A-Za-z_]\w*){1,})\b"
 )
@@ -111,20 +111,39 @@ def _dedupe(values: Sequence[str], limit: int) -> list[str]:
     return out[:limit]
 
 
+def _identifiers(text: str) -> Iterator[re.Match[str]]:
+    """The identifiers of `text`, sought only in the words that could hold one.
+
+    Neither an identifier nor a path holds whitespace, so matching word by word finds the same
+    matches (a word's edges stand where the text's whitespace stood) at a fraction of the cost.
+    """
+    for word in text.split():
+        if "_" in word or "." in word or word[1:] != word[1:].lower():  # snake, dotted or camel case
+            yield from _IDENTIFIER.finditer(word)
+
+
+def _paths(text: str) -> Iterator[re.Match[str]]:
+    """The file paths of `text`, sought word by word as `_identifiers` does."""
+    for word in text.split():
+        if "." in word or "/" in word:
+            yield from _PATH.finditer(word)
+
+
 def extract_files(text: str) -> list[str]:
     """File paths mentioned in `text`, in order of appearance."""
-    return _dedupe([m.group().rstrip(".,;:") for m in _PATH.finditer(text)], MAX_FILES)
+    return _dedupe([m.group().rstrip(".,;:") for m in _paths(text)], MAX_FILES)
 
 
 def extract_concepts(text: str, exclude: Sequence[str] = ()) -> list[str]:
     """Identifiers, hashtags, proper names and repeated content words of `text`, lower-cased."""
     skip = {e.casefold() for e in exclude}
     found: list[str] = [m.group(1) for m in _HASHTAG.finditer(text)]
-    found += [m.group() for m in _IDENTIFIER.finditer(text) if "/" not in m.group()]
+    found += [m.group() for m in _identifiers(text) if "/" not in m.group()]
     found += [m.group(1) for m in _NAME.finditer(text)]
-    words = Counter(w.casefold() for w in _WORD.findall(text) if w.casefold() not in STOP_WORDS)
+    words = Counter(w for w in _WORD.findall(text.casefold()) if w not in STOP_WORDS)
     found += [w for w, n in words.most_common() if n >= 2]
-    concepts = [c.casefold() for c in found if c.casefold() not in skip and not any(c.casefold() in e for e in skip)]
+    folded = (c.casefold() for c in found)
+    concepts = [c for c in folded if c not in skip and not any(c in e for e in skip)]
     return _dedupe(concepts, MAX_CONCEPTS)
 
 
@@ -133,9 +152,9 @@ def extract_facts(parts: Sequence[str]) -> list[str]:
     scored: list[tuple[int, int, str]] = []
     for position, sentence in enumerate(parts):
         score = 0
-        score += 2 if any(ch.isdigit() for ch in sentence) else 0
-        score += 2 if _IDENTIFIER.search(sentence) or _PATH.search(sentence) else 0
-        score += 2 if _SIGNAL.search(sentence) else 0
+        score += 2 if _DIGIT.search(sentence) else 0
+        score += 2 if any(_identifiers(sentence)) or any(_paths(sentence)) else 0
+        score += 2 if _SIGNAL.search(sentence.lower()) else 0
         score -= 1 if len(sentence) < 20 else 0
         if score > 0:
             scored.append((score, position, sentence))
