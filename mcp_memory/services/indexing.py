@@ -202,6 +202,7 @@ class Indexer:
         # learned at commit, and until then its notes give them.
         caught_up = await self._catch_up(tx)
         partitions = self._partitions({spec.project for spec in specs}) if caught_up or not self.built else []
+        in_use = [part.df for part in partitions]  # a term some record uses has a document frequency
         collected = tx in self._collected
         vocab = self.index.vocab
         known: dict[str, int] = {}
@@ -211,8 +212,12 @@ class Indexer:
                 missing.append(term)
                 continue
             found = vocab.get(term)
-            if found is not None and not any(part.df.get(found) for part in partitions):
-                found = None
+            if found is not None:
+                for df in in_use:
+                    if found in df:
+                        break
+                else:
+                    found = None
             if found is None:
                 found = tx.noted(_NEW_TERMS, term)
             if found is not None:
