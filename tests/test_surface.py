@@ -132,13 +132,20 @@ async def test_prompts_and_resource_templates_are_pinned(client: Client) -> None
     assert templates == {"memory://context{?project,query,task_type,budget}", "memory://slots/{name}{?project}"}
 
 
-async def test_a_result_s_text_is_its_structured_content_as_compact_json(client: Client) -> None:
-    await client.call_tool("memory_save", {"content": "The API listens on port 8080.\nBehind nginx."})
+async def test_a_result_s_text_is_its_structured_content_as_compact_json_without_empty_fields(client: Client) -> None:
+    await client.call_tool("memory_save", {"content": "The API listens on port 8080."})
     result = await client.call_tool("memory_smart_search", {"query": "API port"})
 
     (text,) = [block.text for block in result.content if block.type == "text"]
-    assert json.loads(text) == result.structured_content
-    assert text == json.dumps(result.structured_content, ensure_ascii=False, separators=(",", ":"))
+    structured = result.structured_content
+    assert structured is not None
+    [hit] = structured["hits"]
+    assert hit["snippet"] == hit["title"] and hit["ref"] is None and hit["context"] == []
+    assert structured["memories"] == [] and structured["missing"] == []
+    # the text copy leaves out what only repeats the title or holds nothing; the rest is the same
+    shown = {key: hit[key] for key in ("id", "kind", "score", "title", "type", "created_at")}
+    expected = {"project": "test", "query": "API port", "hits": [shown]}
+    assert text == json.dumps(expected, ensure_ascii=False, separators=(",", ":"))
 
 
 async def test_readme_tool_table_matches_the_server(client: Client) -> None:

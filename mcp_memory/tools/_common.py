@@ -115,13 +115,14 @@ class TextSafeMetadata(FuncMetadata):
     here (some clients send those as JSON text).
 
     Results: the text copy of a structured result is compact JSON (the SDK indents it, which costs
-    a model about a third more tokens for the same value).
+    a model about a third more tokens for the same value) without what carries nothing (see
+    `readable`); the structured content stays whole, as its schema says.
     """
 
     def convert_result(self, result: Any) -> Any:
         converted = super().convert_result(result)
         if isinstance(converted, CallToolResult) and converted.structured_content is not None and not self.wrap_output:
-            text = json.dumps(converted.structured_content, ensure_ascii=False, separators=(",", ":"))
+            text = json.dumps(readable(converted.structured_content), ensure_ascii=False, separators=(",", ":"))
             converted = converted.model_copy(update={"content": [TextContent(type="text", text=text)]})
         return converted
 
@@ -130,6 +131,22 @@ class TextSafeMetadata(FuncMetadata):
         structured = {f.alias or name for name, f in fields.items() if _holds_structure(f.annotation)}
         parsed = super().pre_parse_json({k: v for k, v in data.items() if k in structured})
         return {key: parsed.get(key, value) for key, value in data.items()}
+
+
+def readable(value: Any) -> Any:
+    """A result as the model reads it: nulls and empty lists and objects left out (each field's
+    default), and a hit's snippet left out when it only repeats the title.
+
+    A search answer is mostly short hits, where these made up about a third of the text.
+    """
+    if isinstance(value, list):
+        return [readable(item) for item in value]
+    if not isinstance(value, dict):
+        return value
+    out = {key: readable(item) for key, item in value.items() if item is not None and item != [] and item != {}}
+    if "title" in out and out.get("snippet") == out["title"]:
+        del out["snippet"]
+    return out
 
 
 def text_safe(meta: FuncMetadata) -> TextSafeMetadata:
