@@ -140,8 +140,8 @@ async def test_a_result_s_text_is_its_structured_content_as_compact_json_without
     structured = result.structured_content
     assert structured is not None
     [hit] = structured["hits"]
-    assert hit["snippet"] == hit["title"] and hit["ref"] is None and hit["context"] == []
-    assert structured["memories"] == [] and structured["missing"] == []
+    assert (hit["snippet"], hit["ref"], hit["context"]) == (hit["title"], None, [])
+    assert (structured["memories"], structured["missing"]) == ([], [])
     # the text copy leaves out what only repeats the title or holds nothing; the rest is the same
     shown = {key: hit[key] for key in ("id", "kind", "score", "title", "type", "created_at")}
     expected = {"project": "test", "query": "API port", "hits": [shown]}
