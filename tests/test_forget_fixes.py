@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import sqlite3
 from datetime import UTC, datetime
+from pathlib import Path
 
 from mcp import Client
 
@@ -204,3 +205,62 @@ async def test_a_session_whose_observations_were_all_forgotten_gets_no_summary(c
     assert (view["summary"], view["observation_count"]) == (None, 0)
     assert "scratch: 0 observations" not in context
     assert "scratch note" not in context
+
+
+# -- what was forgotten travels with an export -------------------------------------------------------
+
+
+async def forget_promoted(client: Client, clock: FakeClock, fact: str, first_day: int) -> None:
+    await observe_recurring(client, clock, fact, first_day)
+    report = await call(client, "memory_consolidate")
+    await call(client, "memory_forget", ids=[c["id"] for c in report["changes"] if c["action"] == "promoted"])
+
+
+async def test_a_forgotten_fact_stays_forgotten_in_the_copy_an_import_makes(
+    settings: Settings, clock: FakeClock, tmp_path: Path
+) -> None:
+    async with Client(build_server(settings, clock)) as client:
+        await forget_promoted(client, clock, FACT, first_day=0)
+        document = (await call(client, "memory_export"))["document"]
+    copy_settings = Settings(db=tmp_path / "copy" / "memory.db", project="test", synchronous="normal")
+    async with Client(build_server(copy_settings, clock)) as copy:
+        imported = await call(copy, "memory_import", document=document)
+        report = await call(copy, "memory_consolidate")
+        again = (await call(copy, "memory_export"))["document"]
+
+    [entry] = document["tables"]["forgotten_facts"]
+    assert sorted(entry) == ["fingerprints", "forgotten_at", "project"]  # a fingerprint, never the words
+    assert (entry["project"], [len(f) for f in entry["fingerprints"]]) == ("test", [64])
+    assert imported["inserted"]["forgotten_facts"] == 1
+    # the copy still holds the three sessions that mention the fact, and does not promote it again
+    assert promoted(report) == []
+    assert again["tables"]["forgotten_facts"] == document["tables"]["forgotten_facts"]
+
+
+async def test_importing_keeps_what_either_copy_forgot(settings: Settings, clock: FakeClock, tmp_path: Path) -> None:
+    other_fact = "The office wifi password changes every Monday"
+    other_settings = Settings(db=tmp_path / "other" / "memory.db", project="test", synchronous="normal")
+    async with Client(build_server(other_settings, clock)) as other:
+        await forget_promoted(other, clock, other_fact, first_day=0)
+        theirs = (await call(other, "memory_export"))["document"]
+    clock.advance(days=1)
+    async with Client(build_server(settings, clock)) as client:
+        await forget_promoted(client, clock, FACT, first_day=10)
+        ours = (await call(client, "memory_export"))["document"]["tables"]["forgotten_facts"]
+        merged = await call(client, "memory_import", document=theirs)
+        repeated = await call(client, "memory_import", document=theirs)
+        await observe_recurring(client, clock, other_fact, first_day=20)
+        report = await call(client, "memory_consolidate")
+        after = (await call(client, "memory_export"))["document"]["tables"]["forgotten_facts"]
+
+    [mine], [their] = ours, theirs["tables"]["forgotten_facts"]
+    assert their["forgotten_at"] < mine["forgotten_at"]  # the older entry is merged in, not dropped
+    assert (merged["updated"]["forgotten_facts"], repeated["unchanged"]["forgotten_facts"]) == (1, 1)
+    assert after == [
+        {
+            "project": "test",
+            "forgotten_at": mine["forgotten_at"],
+            "fingerprints": sorted(mine["fingerprints"] + their["fingerprints"]),
+        }
+    ]
+    assert promoted(report) == []

@@ -214,3 +214,11 @@ class Reflection(Record):
     project: str
     reflected_at: str
     insights: list[str] = Field(default_factory=list)
+
+
+class ForgottenFacts(Record):
+    """The facts a project forgot, as fingerprints only, so consolidation never promotes them again."""
+
+    project: str
+    forgotten_at: str
+    fingerprints: list[str] = Field(default_factory=list)

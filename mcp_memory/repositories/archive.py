@@ -38,6 +38,8 @@ class TableSpec:
     as the value's JSON object."""
     shared: bool = False
     """Rows may be global (project "*"); those a project's relations name are exported with the project."""
+    union: str | None = None
+    """A list column an imported row adds to the stored one's (a meta entry), rather than replacing it."""
 
     @property
     def columns(self) -> list[str]:
@@ -125,6 +127,16 @@ TABLES: tuple[TableSpec, ...] = (
     # What memory_reflect keeps on a project's profile (services/reflect.py writes the same JSON).
     TableSpec(
         "reflections", r.Reflection, ("project",), ("insights",), stamp="reflected_at", meta_prefix="reflection:"
+    ),
+    # What either copy forgot stays forgotten: the fingerprints of both are kept.
+    TableSpec(
+        "forgotten_facts",
+        r.ForgottenFacts,
+        ("project",),
+        ("fingerprints",),
+        stamp="forgotten_at",
+        meta_prefix="forgotten_facts:",
+        union="fingerprints",
     ),
 )
 TABLES_BY_NAME = {spec.name: spec for spec in TABLES}
@@ -271,14 +283,19 @@ class ArchiveRepository(Repository):
         return found
 
     async def _upsert_meta(self, spec: TableSpec, records: Sequence[BaseModel]) -> list[UpsertResult]:
-        """`upsert_many` for a table kept in the meta table: a project's entry is replaced by a newer one."""
+        """`upsert_many` for a table kept in the meta table: a project's entry is replaced by a newer
+        one, or for a `union` table merged with it."""
         results = []
         for record in records:
             values = record.model_dump()
             key = f"{spec.meta_prefix}{values.pop('project')}"
-            text = json.dumps(values, sort_keys=True)  # as services/reflect.py writes it
             stored = await self.conn.fetchval("SELECT value FROM meta WHERE key = ?", (key,))
-            if stored is not None and (stored == text or not _newer(spec, values, json.loads(stored))):
+            old = None if stored is None else json.loads(stored)
+            if old is not None and spec.union is not None:
+                values[spec.union] = sorted({*old.get(spec.union, ()), *values[spec.union]})
+                values[spec.stamp] = max(str(values[spec.stamp]), str(old.get(spec.stamp, "")))
+            text = json.dumps(values, sort_keys=True)  # as the services write it (reflect.py, MetaRepository)
+            if old is not None and (stored == text or (spec.union is None and not _newer(spec, values, old))):
                 results.append(UpsertResult(False, False))
                 continue
             await self.conn.execute(

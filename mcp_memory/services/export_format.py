@@ -45,6 +45,7 @@ _NOT_TEXT = {
     "parent_id",
     "superseded_by",
     "fingerprint",
+    "fingerprints",
     "merge_key",
     "source_id",
     "target_id",
@@ -422,6 +423,10 @@ class _Reflection(r.Reflection):
     insights: list[Annotated[str, _at_most(_LONGEST)]] = Field(default_factory=list)
 
 
+class _ForgottenFacts(r.ForgottenFacts):
+    fingerprints: list[Annotated[str, Field(pattern="^[0-9a-f]{64}$")]] = Field(default_factory=list)
+
+
 _RULES: dict[str, type[BaseModel]] = {
     "sessions": _Session,
     "observations": _Observation,
@@ -435,6 +440,7 @@ _RULES: dict[str, type[BaseModel]] = {
     "action_dependencies": _ActionDependency,
     "relations": _Relation,
     "reflections": _Reflection,
+    "forgotten_facts": _ForgottenFacts,
 }
 
 # Texts the services refuse when nothing but private or secret parts is in them (Scrubber.required).
