@@ -259,9 +259,11 @@ class Tx(Conn):
     async def commit(self, audit: tuple[str, Params] | None) -> None:
         """Send the queued statements, the audit row and COMMIT in one trip.
 
-        A transaction that never sent or queued anything has nothing to commit and makes no trip.
+        A transaction that never sent anything and queued only reads (such as those queued at
+        begin) has nothing to commit and makes no trip.
         """
-        if not self._begun and not self._pending and audit is None:
+        if not self._begun and audit is None and all(later is not None for *_, later in self._pending):
+            self._pending.clear()
             return
         if audit is not None:
             self._pending.append((*audit, _ROWID, None))

@@ -234,6 +234,9 @@ async def test_begin_rides_with_the_first_statement_and_commit_with_the_last(
         trips.clear()
         async with db.transaction("nothing"):
             pass
+        db.at_every_begin(lambda tx: tx.fetch_later("SELECT 1"))  # as the search index does
+        async with db.transaction("nothing but a read queued at begin"):
+            pass
         assert trips == [], "an empty transaction makes no trip"
         async with db.read() as conn:
             assert await conn.fetchval("SELECT count(*) FROM slots") == 1
