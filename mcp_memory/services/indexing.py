@@ -212,12 +212,8 @@ class Indexer:
                 missing.append(term)
                 continue
             found = vocab.get(term)
-            if found is not None:
-                for df in in_use:
-                    if found in df:
-                        break
-                else:
-                    found = None
+            if found is not None and not any(found in df for df in in_use):
+                found = None
             if found is None:
                 found = tx.noted(_NEW_TERMS, term)
             if found is not None:
