@@ -14,6 +14,7 @@ from mcp import Client
 from mcp_memory.config import Settings
 from mcp_memory.server import build_server
 from tests.conftest import FakeClock, call, call_error
+from tests.test_tools_operations import export_document, fresh_settings
 
 FACT = "Dana from accounting is going through a divorce"
 
@@ -107,7 +108,7 @@ async def test_forgetting_a_time_window_removes_its_folded_observations_from_the
         after = (await call(client, "memory_smart_search", ids=["s1"]))["sessions"][0]["folded_digest"]
         recalled = await call(client, "memory_recall", query="platypus Gerald")
         searched = await call(client, "memory_smart_search", query="platypus")
-        exported = json.dumps((await call(client, "memory_export"))["document"])
+        exported = json.dumps(await export_document(client))
         context = (await call(client, "memory_context", query="platypus"))["text"]
         # the next observation is numbered after what remains: its neighbour is the last work item
         await call(client, "memory_observe", content="Wrapped up the zeppelin release", session_id="s1")
@@ -221,12 +222,12 @@ async def test_a_forgotten_fact_stays_forgotten_in_the_copy_an_import_makes(
 ) -> None:
     async with Client(build_server(settings, clock)) as client:
         await forget_promoted(client, clock, FACT, first_day=0)
-        document = (await call(client, "memory_export"))["document"]
-    copy_settings = Settings(db=tmp_path / "copy" / "memory.db", project="test", synchronous="normal")
+        document = await export_document(client)
+    copy_settings = fresh_settings(tmp_path, "copy")
     async with Client(build_server(copy_settings, clock)) as copy:
         imported = await call(copy, "memory_import", document=document)
         report = await call(copy, "memory_consolidate")
-        again = (await call(copy, "memory_export"))["document"]
+        again = await export_document(copy)
 
     [entry] = document["tables"]["forgotten_facts"]
     assert sorted(entry) == ["fingerprints", "forgotten_at", "project"]  # a fingerprint, never the words
@@ -239,19 +240,19 @@ async def test_a_forgotten_fact_stays_forgotten_in_the_copy_an_import_makes(
 
 async def test_importing_keeps_what_either_copy_forgot(settings: Settings, clock: FakeClock, tmp_path: Path) -> None:
     other_fact = "The office wifi password changes every Monday"
-    other_settings = Settings(db=tmp_path / "other" / "memory.db", project="test", synchronous="normal")
+    other_settings = fresh_settings(tmp_path, "other")
     async with Client(build_server(other_settings, clock)) as other:
         await forget_promoted(other, clock, other_fact, first_day=0)
-        theirs = (await call(other, "memory_export"))["document"]
+        theirs = await export_document(other)
     clock.advance(days=1)
     async with Client(build_server(settings, clock)) as client:
         await forget_promoted(client, clock, FACT, first_day=10)
-        ours = (await call(client, "memory_export"))["document"]["tables"]["forgotten_facts"]
+        ours = (await export_document(client))["tables"]["forgotten_facts"]
         merged = await call(client, "memory_import", document=theirs)
         repeated = await call(client, "memory_import", document=theirs)
         await observe_recurring(client, clock, other_fact, first_day=20)
         report = await call(client, "memory_consolidate")
-        after = (await call(client, "memory_export"))["document"]["tables"]["forgotten_facts"]
+        after = (await export_document(client))["tables"]["forgotten_facts"]
 
     [mine], [their] = ours, theirs["tables"]["forgotten_facts"]
     assert their["forgotten_at"] < mine["forgotten_at"]  # the older entry is merged in, not dropped

@@ -12,16 +12,7 @@ from mcp import Client
 from mcp_memory.config import Settings
 from mcp_memory.server import build_server
 from tests.conftest import FakeClock, call
-
-
-def machine(tmp_path: Path, name: str, **update: Any) -> Settings:
-    return Settings(db=tmp_path / name / "memory.db", project="test", synchronous="normal", **update)
-
-
-async def export_document(client: Client) -> dict[str, Any]:
-    document = (await call(client, "memory_export"))["document"]
-    assert document is not None
-    return document
+from tests.test_tools_operations import export_document, fresh_settings
 
 
 async def observe(client: Client, clock: FakeClock, session_id: str, *contents: str) -> list[str]:
@@ -55,8 +46,8 @@ async def grow_apart(
     """Machine A records `shared` turns of session "work" (under an observation cap of `cap`, when
     given), B imports A's export, then A records two more turns and B three; returns both machines'
     settings and B's export."""
-    a, b = machine(tmp_path, "a"), machine(tmp_path, "b")
-    first = a if cap is None else machine(tmp_path, "a", observation_cap=cap)
+    a, b = fresh_settings(tmp_path, "a"), fresh_settings(tmp_path, "b")
+    first = a if cap is None else fresh_settings(tmp_path, "a", observation_cap=cap)
     async with Client(build_server(first, clock)) as laptop:
         await observe(laptop, clock, "work", *(f"Shared turn {i} on the search refactor" for i in range(shared)))
         document = await export_document(laptop)
@@ -166,7 +157,7 @@ async def test_a_merged_session_with_folded_observations_numbers_its_kept_ones_a
 async def test_a_newer_session_row_from_elsewhere_is_recounted_with_the_observations_kept_here(
     tmp_path: Path, clock: FakeClock
 ) -> None:
-    a, b = machine(tmp_path, "a"), machine(tmp_path, "b")
+    a, b = fresh_settings(tmp_path, "a"), fresh_settings(tmp_path, "b")
     async with Client(build_server(a, clock)) as laptop:
         await observe(laptop, clock, "work", "Shared turn about the parser", "Another shared turn")
         document = await export_document(laptop)
@@ -196,7 +187,7 @@ async def test_a_session_with_folds_and_a_backdated_turn_round_trips_into_a_fres
 ) -> None:
     # Positions a session came by honestly (gaps left by folding, a turn recorded late about an
     # earlier moment) are kept as they are: only colliding positions are renumbered.
-    source = machine(tmp_path, "source", observation_cap=10)
+    source = fresh_settings(tmp_path, "source", observation_cap=10)
     async with Client(build_server(source, clock)) as client:
         await observe(client, clock, "work", *(f"Turn {i} about the build cache" for i in range(12)))
         await call(
@@ -208,7 +199,7 @@ async def test_a_session_with_folds_and_a_backdated_turn_round_trips_into_a_fres
         )
         original = await export_document(client)
 
-    async with Client(build_server(machine(tmp_path, "fresh"), clock)) as fresh:
+    async with Client(build_server(fresh_settings(tmp_path, "fresh"), clock)) as fresh:
         imported = await call(fresh, "memory_import", document=original)
         copied = await export_document(fresh)
 
