@@ -13,8 +13,11 @@ import ctypes
 import hashlib
 import json
 import logging
+import os
 import sys
 import threading
+import time
+import uuid
 import weakref
 from collections import Counter
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence, Set
@@ -52,6 +55,9 @@ _LOGGED = "indexer.logged"  # Tx notes: how many entries of the transaction's _P
 _SYNC_PAGE = 1_000
 _REPLAY_MIN = 1_000  # changes since the cache that are always replayed rather than rebuilt
 _CACHE_GRACE_S = 5.0  # how long shutdown waits for a cache write in progress
+_CLAIM_PREFIX = "re-analysing: "  # the analyzer_version meta value while a process re-analyses
+_CLAIM_TTL_S = 30.0  # a re-analysis claim not renewed for this long was left by a process that died
+_CLAIM_POLL_S = 0.25  # how often a process waiting for another's re-analysis looks again
 FORGET_ACTION = "memory_forget"  # the audit action after which an older index cache is never used
 
 
@@ -158,6 +164,7 @@ class Indexer:
         self.source = ""  # how the index was built: "cache" or "rebuild"
         self.replayed = 0  # changes applied on top of the cache at start-up
         self._build: asyncio.Task[int] | None = None
+        self._owner = f"{os.getpid()}.{uuid.uuid4().hex[:8]}"  # names this process's re-analysis claim
         self._cache_write: asyncio.Task[bool] | None = None
         self._seen_seq = 0  # the last audit-log row whose changes the in-memory index reflects
         self._vocab_mark = 0  # every term id up to this one was read from the database
@@ -547,25 +554,85 @@ class Indexer:
         return None if self.cache is None or not self.cache.enabled else self.cache
 
     async def reanalyse(self, db: Database) -> int:
-        """Re-derive every record's stored terms from its source text (analyzer upgrade)."""
-        total = 0
+        """Re-derive every record's stored terms from its source text (analyzer upgrade); returns
+        how many records this process re-analysed (0 when another process did it meanwhile).
+
+        One process does it at a time: servers started together on an older store would otherwise
+        clear each other's work, and one could load its index halfway through another's pass. The
+        claim is the `analyzer_version` meta value, renewed with every batch; the others poll it
+        and go on once the version is current. A claim left unrenewed for _CLAIM_TTL_S was left
+        by a process that died, and the next one takes it over and starts again.
+        """
+        while True:
+            async with db.read() as conn:
+                recorded = await MetaRepository(conn).get("analyzer_version")
+            if not self._held_elsewhere(recorded):
+                claimed = await self._claim(db)
+                if claimed is None:
+                    return 0
+                if claimed:
+                    break
+            await asyncio.sleep(_CLAIM_POLL_S)
         # Unchanged text keeps its stored vector; the embedder's start-up pass finds the rest.
         feed, self.vectors = self.vectors, None
         try:
-            async with db.transaction("reindex") as tx:
-                await SearchDocRepository(tx).clear()
-                await MetaRepository(tx).set("analyzer_version", "rebuilding")
-            for kind, source in self._sources.items():
-                async for batch in source(db):
-                    async with db.transaction("reindex") as tx:
-                        await self.put_many(tx, batch)
-                    total += len(batch)
-                logger.debug("re-analysed %s records", kind)
-            async with db.transaction("reindex") as tx:
-                await MetaRepository(tx).set("analyzer_version", str(ANALYZER_VERSION))
+            total = await self._reanalyse_claimed(db)
         finally:
             self.vectors = feed
+        if total is None:  # taken over after this process stalled: wait for the one that took it
+            logger.warning("another process took the re-analysis over: waiting for it to finish")
+            return await self.reanalyse(db)
+        logger.info("search terms re-analysed: %d records", total)
         return total
+
+    async def _reanalyse_claimed(self, db: Database) -> int | None:
+        """The re-analysis itself, once claimed; None when the claim was lost on the way."""
+        total = 0
+        for kind, source in self._sources.items():
+            async for batch in source(db):
+                async with db.transaction("reindex") as tx:
+                    if not await self._renew(tx):
+                        return None
+                    await self.put_many(tx, batch)
+                total += len(batch)
+            logger.debug("re-analysed %s records", kind)
+        async with db.transaction("reindex") as tx:
+            if not await self._renew(tx):
+                return None
+            await MetaRepository(tx).set("analyzer_version", str(ANALYZER_VERSION))
+        return total
+
+    async def _claim(self, db: Database) -> bool | None:
+        """Claim the re-analysis and clear the stored terms: True when this process claimed it,
+        False when another process holds it, None when there is nothing left to re-analyse."""
+        async with db.transaction("reindex") as tx:
+            meta = MetaRepository(tx)
+            store = SearchDocRepository(tx)
+            recorded = await meta.get("analyzer_version")
+            if recorded == str(ANALYZER_VERSION) and not await store.stale_count(ANALYZER_VERSION):
+                return None
+            if self._held_elsewhere(recorded):
+                return False
+            await store.clear()
+            await meta.set("analyzer_version", self._claim_text())
+        return True
+
+    async def _renew(self, tx: Tx) -> bool:
+        """Renew this process's claim inside `tx`; False when it no longer holds it."""
+        meta = MetaRepository(tx)
+        claim = _parse_claim(await meta.get("analyzer_version"))
+        if claim is None or claim[0] != self._owner:
+            return False
+        await meta.set("analyzer_version", self._claim_text())
+        return True
+
+    def _claim_text(self) -> str:
+        return f"{_CLAIM_PREFIX}{self._owner} at {time.time():.3f}"
+
+    def _held_elsewhere(self, recorded: str | None) -> bool:
+        """Whether `recorded` is another process's live claim on the re-analysis."""
+        claim = _parse_claim(recorded)
+        return claim is not None and claim[0] != self._owner and time.time() - claim[1] < _CLAIM_TTL_S
 
     def _after_commit(self, tx: Tx) -> None:
         # Our own commit was applied through its callbacks; skip it in sync() if nothing came between.
@@ -690,6 +757,18 @@ def _without(state: IndexState, terms: Mapping[str, int]) -> IndexState:
     if not terms:
         return state
     return replace(state, vocab={term: term_id for term, term_id in state.vocab.items() if term not in terms})
+
+
+def _parse_claim(recorded: str | None) -> tuple[str, float] | None:
+    """Who holds a re-analysis claim and when they last renewed it (None: `recorded` is a
+    version, or a claim from before claims were owned, which nobody renews)."""
+    if recorded is None or not recorded.startswith(_CLAIM_PREFIX):
+        return None
+    owner, sep, renewed = recorded[len(_CLAIM_PREFIX) :].rpartition(" at ")
+    try:
+        return (owner, float(renewed)) if sep else None
+    except ValueError:
+        return None
 
 
 def _unfit(header: CacheHeader, stamp: str | None, forgotten: bool, pending: int) -> str | None:
