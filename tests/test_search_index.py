@@ -8,7 +8,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 from rank_bm25 import BM25Okapi
 
@@ -137,6 +137,17 @@ operations = st.lists(
 
 @settings(max_examples=60, deadline=None)
 @given(ops=operations, query=st.lists(st.integers(0, 27), min_size=1, max_size=5))
+# idfs that sum to 0: rank-bm25's epsilon floor is rounding noise (see below)
+@example(
+    ops=[
+        ("add", 0, [0]),
+        ("add", 2, [0]),
+        ("add", 1, [0, 3, 7, 8, 9]),
+        ("batch", 2, [1, 1, 2, 4, 5, 6]),
+        ("remove", 0, []),
+    ],
+    query=[1],
+)
 def test_incremental_updates_equal_a_rebuild(ops: list[tuple[str, int, list[int]]], query: list[int]) -> None:
     live = Partition(BM25Params())
     docs: dict[str, list[int]] = {}
@@ -185,10 +196,15 @@ def test_incremental_updates_equal_a_rebuild(ops: list[tuple[str, int, list[int]
         corpus = [[str(t) for t in terms] for terms in docs.values()]
         expected = BM25Okapi(corpus).get_scores([str(t) for t in query])
         for key, score in zip(docs, expected.tolist(), strict=True):
-            if score > 0:
+            # A corpus whose idfs sum to exactly 0 gives rank-bm25 an epsilon floor of ±1e-17, its
+            # sign set by the order of summation: scores that small count as none.
+            if score > _NOISE:
                 assert got[key] == pytest.approx(score, rel=1e-9)
             else:
-                assert key not in got
+                assert got.get(key, 0.0) <= _NOISE
+
+
+_NOISE = 1e-12
 
 
 def _keys_scores(partition: Partition, query: list[int]) -> tuple[np.ndarray, np.ndarray]:
