@@ -857,7 +857,7 @@ async def test_consolidate_reports_progress_up_to_the_total(settings: Settings, 
         result = await client.call_tool("memory_consolidate", {}, progress_callback=on_progress)
 
     assert not result.is_error
-    assert [(p, t) for p, t, _ in received] == [(n, 7) for n in range(8)]
+    assert [(p, t) for p, t, _ in received] == [(n, 8) for n in range(9)]
     assert [m for _, _, m in received] == [
         "merging near-duplicate memories",
         "promoting recurring facts",
@@ -866,6 +866,7 @@ async def test_consolidate_reports_progress_up_to_the_total(settings: Settings, 
         "folding sessions over the cap",
         "pruning old outcomes",
         "dropping weak heuristics",
+        "deleting words no record uses",
         "done",
     ]
 

@@ -257,3 +257,57 @@ async def test_a_word_deleted_in_a_rolled_back_savepoint_is_used_again_under_its
     async with open_app(settings) as app:  # rebuilt from stored terms alone
         found = app.deps.index.search("p", "quokka", SearchFilter(), 10)
         assert {hit.doc_id for hit in found} == {saved.id, "mem_y"}
+
+
+# -- words left behind before this collection existed -------------------------------------------------
+
+
+def leave_words(db: Path, *words: str) -> None:
+    """Store words no record uses, as a forget by an older release (or an older analyzer) left them."""
+    with sqlite3.connect(db) as conn:
+        conn.executemany("INSERT INTO search_terms (term) VALUES (?)", [(w,) for w in words])
+
+
+async def test_consolidate_deletes_the_words_no_record_uses_and_a_dry_run_only_counts_them(
+    settings: Settings, clock: FakeClock
+) -> None:
+    async with Client(build_server(settings, clock)) as client:
+        saved = await call(client, "memory_save", content="Alice reviewed the budget")
+        await call(client, "memory_save", content="Lunch options near the office")
+        await call(client, "memory_save", content="Thursday is the deploy window", project="other")
+    before = stored_terms(settings.db)
+    leave_words(settings.db, "whitfield", "globexcorp")
+
+    async with Client(build_server(settings, clock)) as client:
+        dry = await call(client, "memory_consolidate", dry_run=True)
+        kept = stored_terms(settings.db)
+        real = await call(client, "memory_consolidate")
+        again = await call(client, "memory_consolidate")
+        found = hit_ids(await call(client, "memory_smart_search", query="Alice budget"))
+
+    assert (dry["words_deleted"], real["words_deleted"], again["words_deleted"]) == (2, 2, 0)
+    assert kept.keys() == before.keys() | {"whitfield", "globexcorp"}
+    # words of every project's records stay, whichever project consolidated
+    assert stored_terms(settings.db) == before
+    assert "deploy" in before
+    assert found == [saved["id"]]
+
+
+async def test_a_re_analysis_deletes_the_words_only_the_previous_analyzer_made(
+    settings: Settings, clock: FakeClock
+) -> None:
+    async with Client(build_server(settings, clock)) as client:
+        saved = await call(client, "memory_save", content="The staging database lives on port 5433")
+    leave_words(settings.db, "stagingdatabas")  # a form the previous analyzer made
+    with sqlite3.connect(settings.db) as conn:
+        conn.execute("UPDATE search_docs SET terms = x'', length = 0, analyzer = 3")
+        conn.execute("UPDATE meta SET value = '3' WHERE key = 'analyzer_version'")
+
+    async with Client(build_server(settings, clock)) as client:
+        found = hit_ids(await call(client, "memory_smart_search", query="staging database"))
+
+    terms = stored_terms(settings.db)
+    assert "stagingdatabas" not in terms
+    assert {"stage", "databas", "5433"} <= terms.keys()
+    assert dangling_term_ids(settings.db) == set()
+    assert found == [saved["id"]]

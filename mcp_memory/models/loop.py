@@ -48,6 +48,9 @@ class ConsolidateResult(BaseModel):
     dry_run: bool
     changes: list[Change]
     counts: dict[str, int] = Field(description="Changes per action.")
+    words_deleted: int = Field(
+        default=0, description="Stored search words that no record of any project used any more, deleted."
+    )
 
 
 class ReflectResult(BaseModel):

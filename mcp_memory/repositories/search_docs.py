@@ -41,6 +41,10 @@ class SearchDocRepository(Repository):
             found.update(r[0] for r in rows)
         return found
 
+    async def all_term_ids(self) -> set[int]:
+        """The id of every stored term."""
+        return {r[0] for r in await self.conn.fetchall("SELECT id FROM search_terms")}
+
     async def delete_terms(self, ids: Sequence[int]) -> dict[str, int]:
         """Delete terms by id; returns the (term -> id) pairs deleted."""
         deleted: dict[str, int] = {}

@@ -4,7 +4,8 @@ Steps, in order: merge near-duplicate memories into version chains; promote fact
 `promote_min_sessions` sessions into memories (never one a forgotten memory said); crystallize ended
 sessions without a current summary; persist lesson decay and soft-delete faded lessons; fold sessions
 down to the cap; prune outcomes older than `outcome_retention_days` whose task type has a heuristic
-that holds; drop heuristics that no longer hold. A heuristic holds while the success share its
+that holds; drop heuristics that no longer hold; last, delete stored search words no record uses
+(services/indexing.py, sweep_terms). A heuristic holds while the success share its
 evidence gives it is above `heuristic_min_success`: time alone never drops one (it only fades, like
 any lesson). Outcomes are pruned only in favour of a heuristic that outlives the same pass, and what
 they showed moves into its tally, so the store never loses both the evidence and the conclusion.
@@ -89,19 +90,25 @@ class ConsolidateService(Service):
             ("pruning old outcomes", self._prune_outcomes),
             ("dropping weak heuristics", self._drop_heuristics),
         ]
+        total = len(steps) + 1  # and the vocabulary sweep, which is not a change to any record
+        words = 0
         try:
             async with self.db.transaction("memory_consolidate", project=project) as tx:
                 for done, (name, step) in enumerate(steps):
-                    await report(done, len(steps), name)
+                    await report(done, total, name)
                     changes += await step(tx, project)
-                await report(len(steps), len(steps), "done")
+                await report(len(steps), total, "deleting words no record uses")
+                words = await self.deps.indexer.sweep_terms(tx)
+                await report(total, total, "done")
                 if dry_run:
                     raise _DryRun
         except _DryRun:
             # The rolled-back pass minted ids that will never exist; the real run assigns its own.
             changes = [c.model_copy(update={"id": None}) if c.action in _CREATES else c for c in changes]
         counts = Counter(c.action for c in changes)
-        return ConsolidateResult(project=project, dry_run=dry_run, changes=changes, counts=dict(counts))
+        return ConsolidateResult(
+            project=project, dry_run=dry_run, changes=changes, counts=dict(counts), words_deleted=words
+        )
 
     async def _merge_duplicates(self, tx: Tx, project: str) -> list[Change]:
         repo = MemoryRepository(tx)

@@ -279,12 +279,7 @@ class Indexer:
         await store.delete(ids)
         await EmbeddingRepository(tx).delete(ids)
         self._log(tx, dict.fromkeys(ids, b""))
-        gone: dict[str, int] = {}
-        unused = self._unused(tx, set(decode_terms(b"".join(blobs))["t"].tolist())) if blobs else []
-        if unused:
-            gone = await store.delete_terms(unused)
-            tx.note(_GONE_TERMS, gone)
-            self._collected.add(tx)
+        gone = await self._delete_unused(tx, set(decode_terms(b"".join(blobs))["t"].tolist())) if blobs else {}
 
         def apply() -> None:
             for doc_id in ids:
@@ -292,6 +287,29 @@ class Indexer:
             self._forget_terms(gone)
 
         tx.on_commit(apply)
+
+    async def sweep_terms(self, tx: Tx) -> int:
+        """Delete every stored word that no record uses; returns how many went.
+
+        drop() keeps the vocabulary clean as records go; this clears what it could not: words of
+        records forgotten by releases before it, or analysed differently before a re-analysis.
+        """
+        if not await self._catch_up(tx):
+            return 0
+        gone = await self._delete_unused(tx, await SearchDocRepository(tx).all_term_ids())
+        tx.on_commit(lambda: self._forget_terms(gone))
+        return len(gone)
+
+    async def _delete_unused(self, tx: Tx, candidates: set[int]) -> dict[str, int]:
+        """Delete those of `candidates` (term ids) that no record uses once `tx` commits; returns
+        them, and notes them so a later write of `tx` stores such a word anew."""
+        unused = self._unused(tx, candidates)
+        if not unused:
+            return {}
+        gone = await SearchDocRepository(tx).delete_terms(unused)
+        tx.note(_GONE_TERMS, gone)
+        self._collected.add(tx)
+        return gone
 
     async def _catch_up(self, tx: Tx) -> bool:
         """Apply every commit the index has not seen, once per transaction; False when the index
@@ -429,8 +447,9 @@ class Indexer:
         async with db.read() as conn:
             stale = await SearchDocRepository(conn).stale_count(ANALYZER_VERSION)
             recorded = await MetaRepository(conn).get("analyzer_version")
+        reanalysed = 0
         if stale or recorded != str(ANALYZER_VERSION):
-            await self.reanalyse(db)
+            reanalysed = await self.reanalyse(db)
         elif (plan := self._active_cache()) is not None and (count := await self._from_cache(db, plan)) is not None:
             return count
         async with db.read() as conn:  # one snapshot: the documents and the audit row they reflect
@@ -445,6 +464,10 @@ class Indexer:
         self._seen_seq = seen
         self._vocab_mark = max(vocab.values(), default=0)
         await self._finish_build(db, "rebuild")
+        if reanalysed:  # words only the previous analyzer made are left in the vocabulary
+            async with db.transaction("reindex") as tx:
+                swept = await self.sweep_terms(tx)
+            logger.info("words the re-analysis left unused deleted: %d", swept)
         if (plan := self._active_cache()) is not None and count >= max(plan.min_docs, 1):
             self.write_cache(db)
         logger.info("search index built: %d documents, %d terms", count, len(vocab))
