@@ -335,7 +335,7 @@ def _patch_timers(phases: dict[str, float]) -> None:
     """Time the phases of start-up by wrapping (not changing) the code under test."""
     from mcp_memory.repositories.search_docs import SearchDocRepository
     from mcp_memory.search.index import SearchIndex
-    from mcp_memory.services.indexing import Indexer
+    from mcp_memory.services.index_build import IndexBuilder
 
     def wrap_async(cls: Any, name: str, label: str) -> None:
         original = getattr(cls, name)
@@ -361,7 +361,7 @@ def _patch_timers(phases: dict[str, float]) -> None:
 
         setattr(cls, name, timed)
 
-    wrap_async(Indexer, "rebuild", "rebuild")
+    wrap_async(IndexBuilder, "rebuild", "rebuild")
     wrap_async(SearchDocRepository, "all_docs", "read_docs")
     wrap_async(SearchDocRepository, "vocabulary", "read_vocab")
     wrap_sync(SearchIndex, "load", "load")
@@ -459,10 +459,10 @@ async def _cache_write(db: Path) -> dict[str, Any]:
     path = cache_path(db)
     discard(path)
     async with open_app(_settings(db, "normal", cache=True)) as app:
-        indexer = app.deps.indexer
+        builder = app.deps.builder
         for _ in range(2):  # the write the rebuild started, then a timed one of the same index
             t = time.perf_counter()
-            task = indexer.write_cache(app.deps.db)
+            task = builder.write_cache(app.deps.db)
             if task is None or not await task:
                 raise SystemExit("the index cache was not written")
             write_s = time.perf_counter() - t
@@ -476,7 +476,7 @@ async def _cached(db: Path, query: str) -> dict[str, Any]:
     base = await _baseline_rss(query)
     t = time.perf_counter()
     async with open_app(_settings(db, "normal", cache=True)) as app:
-        out: dict[str, Any] = {"open_s": time.perf_counter() - t, "source": app.deps.indexer.source}
+        out: dict[str, Any] = {"open_s": time.perf_counter() - t, "source": app.deps.builder.source}
         out["rss"], out["peak"] = rss_mib() - base, peak_rss_mib() - base
         if out["source"] != "cache":
             raise SystemExit("the index was rebuilt instead of loaded from its cache")

@@ -24,7 +24,8 @@ from mcp_memory.services.context import ContextService
 from mcp_memory.services.embedding import Embedder
 from mcp_memory.services.episodic import EpisodicService
 from mcp_memory.services.forget import ForgetService
-from mcp_memory.services.indexing import CachePlan, Indexer
+from mcp_memory.services.index_build import CachePlan, IndexBuilder
+from mcp_memory.services.indexing import Indexer
 from mcp_memory.services.insights import InsightsService
 from mcp_memory.services.lessons import LessonService
 from mcp_memory.services.memories import MemoryService
@@ -77,7 +78,7 @@ async def open_app(
 
     `provider` overrides the embedding provider the settings name (tests pass their own). With
     `build_in_background` the index is built after this yields, and whatever needs it calls
-    `deps.indexer.ensure_built` first (the server does, so a large store does not hold up the
+    `deps.builder.ensure_built` first (the server does, so a large store does not hold up the
     MCP handshake).
     """
     if provider is None:
@@ -103,17 +104,19 @@ async def open_app(
             vector_weight=settings.embedding_weight,
         )
         index = SearchIndex(Analyzer(), BM25Params(settings.bm25_k1, settings.bm25_b, settings.bm25_epsilon), rank)
-        indexer = Indexer(
-            index, CachePlan(cache_path(settings.db), settings.index_cache, settings.index_cache_min_records)
+        indexer = Indexer(index)
+        builder = IndexBuilder(
+            indexer, CachePlan(cache_path(settings.db), settings.index_cache, settings.index_cache_min_records)
         )
         if provider is not None:
-            embedder = Embedder(provider, db, index, indexer, clock, settings.embedding_timeout_s)
+            embedder = Embedder(provider, db, index, builder, clock, settings.embedding_timeout_s)
             indexer.vectors = embedder  # so the rebuild loads the stored vectors
         deps = Deps(
             settings=settings,
             db=db,
             index=index,
             indexer=indexer,
+            builder=builder,
             privacy=PrivacyFilter(),
             clock=clock,
             embedder=embedder,
@@ -152,15 +155,15 @@ async def open_app(
             reflection=ReflectService(deps, lessons),
         )
         if build_in_background:
-            indexer.start_build(db)
+            builder.start_build(db)
         else:
-            await indexer.ensure_built(db)
+            await builder.ensure_built(db)
         if embedder is not None:
             embedder.start()  # it waits for the index before its first pass
         logger.info("mcp-memory open: %s%s", settings.db, "" if indexer.built else " (building the search index)")
         yield app
     finally:
-        await indexer.stop_build()
+        await builder.stop_build()
         if embedder is not None:
             await embedder.stop()
         await db.close()

@@ -91,7 +91,7 @@ async def sync_index(ctx: ServerRequestContext[AppContext, Any], call_next: Call
     if ctx.method in _READS_INDEX and isinstance(ctx.lifespan_context, AppContext):
         app = ctx.lifespan_context
         try:
-            await app.deps.indexer.ensure_built(app.deps.db)
+            await app.deps.builder.ensure_built(app.deps.db)
         except MCPMemoryError as exc:
             if ctx.method == "tools/call" and ctx.params:
                 return tool_error(str(ctx.params.get("name")), f"the search index could not be built: {exc}")

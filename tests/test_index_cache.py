@@ -110,8 +110,8 @@ async def test_writes_made_after_the_cache_was_saved_are_applied_on_load(setting
 
     # Loaded and caught up before the first call (a call would also catch up with other writers).
     async with open_app(settings, clock) as app:
-        assert app.deps.indexer.source == "cache"
-        assert app.deps.indexer.replayed >= 3
+        assert app.deps.builder.source == "cache"
+        assert app.deps.builder.replayed >= 3
         found = app.deps.index.search("test", "zebra migration", SearchFilter(), 5)
         assert [h.doc_id for h in found] == [zebra[0]["id"]]
     source, cached, _ = await _open(settings, clock)

@@ -54,7 +54,7 @@ async def test_servers_started_together_on_an_older_store_re_analyse_it_once(
         staging, _ = await fill(client)
         expected = (await call(client, "memory_diagnose"))["stored_docs"]
     make_older(settings.db)
-    caplog.set_level(logging.INFO, logger="mcp_memory.services.indexing")
+    caplog.set_level(logging.INFO, logger="mcp_memory.services.reanalysis")
 
     async with Client(build_server(settings, clock)) as first, Client(build_server(settings, clock)) as second:
         diagnoses = await asyncio.gather(call(first, "memory_diagnose"), call(second, "memory_diagnose"))
@@ -80,7 +80,7 @@ async def test_a_server_waits_for_another_process_re_analysing_and_keeps_its_wor
         conn.execute(
             "UPDATE meta SET value = ? WHERE key = 'analyzer_version'", (f"re-analysing: 4242.other at {time.time()}",)
         )
-    caplog.set_level(logging.INFO, logger="mcp_memory.services.indexing")
+    caplog.set_level(logging.INFO, logger="mcp_memory.services.reanalysis")
 
     async with Client(build_server(settings, clock)) as client:
         search = asyncio.create_task(port(client))

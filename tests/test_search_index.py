@@ -19,7 +19,7 @@ from mcp_memory.search.analyzer import Analyzer
 from mcp_memory.search.bm25 import BM25Params, Partition, encode_terms
 from mcp_memory.search.docstore import Columns, DocAttrs, Filter
 from mcp_memory.search.index import IndexDoc, SearchFilter, SearchIndex
-from mcp_memory.services.indexing import DocSpec
+from mcp_memory.services.index_docs import DocSpec
 
 TEXTS = [
     "The deploy failed because the database migration timed out on the orders table.",

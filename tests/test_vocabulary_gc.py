@@ -17,7 +17,7 @@ from mcp_memory.search.bm25 import decode_terms
 from mcp_memory.search.cache import CacheReader, cache_path
 from mcp_memory.search.index import SearchFilter
 from mcp_memory.server import build_server
-from mcp_memory.services.indexing import DocSpec
+from mcp_memory.services.index_docs import DocSpec
 from tests.conftest import FakeClock, call
 
 SECRET = "Alice Whitfield is secretly interviewing at Globexcorp next Thursday"
@@ -95,12 +95,12 @@ async def test_a_server_that_knew_the_words_keeps_them_out_of_the_cache_it_write
         async with open_app(settings, clock) as other:  # another server, its index built with the secret
             indexer, index = other.deps.indexer, other.deps.index
             assert "whitfield" in index.vocab
-            started = indexer.write_cache(other.deps.db)  # the one its start-up began, if still running
+            started = other.deps.builder.write_cache(other.deps.db)  # the one its start-up began, if still running
             if started is not None:
                 await started
             await call(client, "memory_forget", ids=[memory["id"]])
             await indexer.sync(other.deps.db)  # it learns that the memory went, not that its words did
-            write = indexer.write_cache(other.deps.db)
+            write = other.deps.builder.write_cache(other.deps.db)
             assert write is not None
             assert await write  # published: no forget came after what it reflects
             assert not SECRET_WORDS & index.vocab.keys()

@@ -19,6 +19,7 @@ from mcp_memory.ids import PREFIXES, kind_of
 from mcp_memory.privacy import PrivacyFilter, without_markers
 from mcp_memory.search.index import SearchIndex
 from mcp_memory.services.embedding import Embedder
+from mcp_memory.services.index_build import IndexBuilder
 from mcp_memory.services.indexing import Indexer
 
 Progress = Callable[[int, int, str], Awaitable[None]]
@@ -46,6 +47,7 @@ class Deps:
     db: Database
     index: SearchIndex
     indexer: Indexer
+    builder: IndexBuilder
     privacy: PrivacyFilter
     clock: Clock
     embedder: Embedder | None = None  # only with an embedding provider configured

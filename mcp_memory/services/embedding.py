@@ -26,7 +26,8 @@ from mcp_memory.db import Database
 from mcp_memory.repositories.embeddings import EmbeddingRepository, StoredVector
 from mcp_memory.search.embeddings import EmbeddingError, EmbeddingProvider
 from mcp_memory.search.index import SearchIndex
-from mcp_memory.services.indexing import EmbedJob, Indexer, spec_text, text_digest
+from mcp_memory.services.index_build import IndexBuilder
+from mcp_memory.services.index_docs import EmbedJob, spec_text, text_digest
 
 logger = logging.getLogger(__name__)
 
@@ -46,7 +47,7 @@ class Embedder:
         provider: EmbeddingProvider,
         db: Database,
         index: SearchIndex,
-        indexer: Indexer,
+        builder: IndexBuilder,
         clock: Clock,
         query_timeout_s: float,
     ) -> None:
@@ -54,7 +55,8 @@ class Embedder:
         self.model = provider.name
         self.db = db
         self.index = index
-        self.indexer = indexer
+        self.builder = builder
+        self.indexer = builder.indexer
         self.clock = clock
         self.query_timeout_s = query_timeout_s
         self._queue: dict[str, EmbedJob] = {}  # insertion-ordered; a newer job for a record replaces the older
@@ -130,7 +132,7 @@ class Embedder:
     async def _run(self) -> None:
         while True:
             try:
-                await self.indexer.ensure_built(self.db)
+                await self.builder.ensure_built(self.db)
                 if self._catch_up_due and time.monotonic() >= self._next_catch_up:
                     self._catch_up_due = False
                     await self._catch_up()

@@ -25,7 +25,7 @@ from mcp_memory.repositories.observations import ObservationRepository
 from mcp_memory.repositories.sessions import SessionRepository
 from mcp_memory.services.common import Deps, Service, check_session_id, idle_cutoff, moment, time_window
 from mcp_memory.services.compress import TYPE_IMPORTANCE, compact_line, compress, shorten
-from mcp_memory.services.indexing import DocSpec
+from mcp_memory.services.index_docs import DocSpec
 from mcp_memory.services.relations import drop_relations
 
 CONTENT_INDEX_CHARS = 8_000

@@ -23,7 +23,7 @@ from mcp_memory.repositories.sessions import SessionRepository
 from mcp_memory.services.common import GLOBAL_PROJECT, Service, time_window
 from mcp_memory.services.compress import shorten
 from mcp_memory.services.episodic import digest_line_minute, observation_doc, session_doc
-from mcp_memory.services.indexing import FORGET_ACTION
+from mcp_memory.services.index_build import FORGET_ACTION
 from mcp_memory.services.memories import memory_doc
 from mcp_memory.services.relations import drop_relations
 
@@ -136,7 +136,7 @@ class ForgetService(Service):
                 for record_id in id_list if kind_name != FOLDED else ():  # a cut digest is its session's update
                     tx.changed(kind_name, record_id, "delete")
             if doomed or plan.digest_lines:  # the index cache on disk still holds their terms
-                tx.on_commit(self.deps.indexer.drop_cache)
+                tx.on_commit(self.deps.builder.drop_cache)
         return self._result(plan, dry_run=False)
 
     async def _thin_sessions(

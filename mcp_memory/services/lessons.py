@@ -25,7 +25,7 @@ from mcp_memory.repositories.lessons import LessonRepository
 from mcp_memory.repositories.meta import MetaRepository
 from mcp_memory.search.index import Hit, SearchFilter
 from mcp_memory.services.common import GLOBAL_PROJECT, Deps, Service
-from mcp_memory.services.indexing import DocSpec
+from mcp_memory.services.index_docs import DocSpec
 
 LESSON_KINDS = ("lesson", "heuristic", "anti_pattern", "rule_works", "rule_avoid")
 REINFORCE_STEP = 0.1

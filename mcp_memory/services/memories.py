@@ -14,7 +14,7 @@ from mcp_memory.repositories.meta import MetaRepository
 from mcp_memory.repositories.sessions import SessionRepository
 from mcp_memory.search.index import SearchFilter
 from mcp_memory.services.common import Deps, Service, moment
-from mcp_memory.services.indexing import DocSpec
+from mcp_memory.services.index_docs import DocSpec
 
 SUPERSEDE_THRESHOLD = 0.7
 """Saving a memory whose term set has Jaccard similarity above this with a live one supersedes it."""

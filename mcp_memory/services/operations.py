@@ -100,7 +100,7 @@ class OperationsService(Service):
             index_in_sync=in_memory == stored and expected_ok,
             index_terms=index.term_count(only),
             index_postings=index.posting_count(only),
-            index_source=self.deps.indexer.source,
+            index_source=self.deps.builder.source,
             index_cache_bytes=await self._cache_bytes() if only is None else 0,
             projects=index.projects() if only is None else [p for p in index.projects() if p == only],
             latency=self._latency_probe(only),
@@ -116,7 +116,7 @@ class OperationsService(Service):
         return size
 
     async def _cache_bytes(self) -> int:
-        cache = self.deps.indexer.cache
+        cache = self.deps.builder.cache
         if cache is None:
             return 0
         try:
