@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 import pytest
 from mcp import Client
 
@@ -11,6 +9,7 @@ from mcp_memory.config import Settings
 from mcp_memory.search.analyzer import Analyzer
 from mcp_memory.server import build_server
 from tests.conftest import FakeClock, call, call_error
+from tests.test_tools_operations import export_document
 
 DB_FACT = "The production database runs PostgreSQL 15 on the primary host db1 in the Frankfurt region."
 DB_FACT_V2 = "The production database runs PostgreSQL 16 on the primary host db1 in the Frankfurt region."
@@ -21,12 +20,6 @@ def jaccard(a: str, b: str) -> float:
     """Jaccard similarity of the analysed term sets, as the spec defines supersession."""
     left, right = set(Analyzer().terms(a)), set(Analyzer().terms(b))
     return len(left & right) / len(left | right)
-
-
-async def export_document(client: Client) -> dict[str, Any]:
-    document = (await call(client, "memory_export"))["document"]
-    assert document is not None
-    return document
 
 
 # -- save and get -----------------------------------------------------------------------------------
