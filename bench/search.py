@@ -586,7 +586,7 @@ def _naive(n: int, db: Path, queries: int, saves: int) -> dict[str, Any]:
 
     from mcp_memory.config import Settings
     from mcp_memory.search.analyzer import Analyzer
-    from mcp_memory.search.bm25 import decode_terms
+    from mcp_memory.search.postings import decode_terms
     from mcp_memory.services.compress import compress
 
     analyzer = Analyzer()

@@ -13,9 +13,9 @@ from mcp import Client
 
 from mcp_memory.config import Settings
 from mcp_memory.context import open_app
-from mcp_memory.search.bm25 import decode_terms
 from mcp_memory.search.cache import CacheReader, cache_path
 from mcp_memory.search.index import SearchFilter
+from mcp_memory.search.postings import decode_terms
 from mcp_memory.server import build_server
 from mcp_memory.services.index_docs import DocSpec
 from tests.conftest import FakeClock, call

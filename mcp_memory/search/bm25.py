@@ -10,15 +10,25 @@ idf behind its epsilon floor) are maintained incrementally, so the scores are th
 from __future__ import annotations
 
 import math
-from array import array
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
 import numpy.typing as npt
 
 from mcp_memory.search.docstore import Columns, DocAttrs, DocStore, Filter, IntArray
+from mcp_memory.search.postings import (
+    EMPTY_DOCS,
+    EMPTY_TFS,
+    TERM_DTYPE,
+    GroupedPostings,
+    Postings,
+    decode_terms,
+    group_by_term,
+    group_postings,
+    term_runs,
+)
 from mcp_memory.search.ranking import (
     Ranked,
     RankParams,
@@ -29,10 +39,6 @@ from mcp_memory.search.ranking import (
     with_context,
 )
 
-TERM_DTYPE = np.dtype([("t", "<i4"), ("f", "<u2")])
-"""Stored form of a document's terms: (term id, count) pairs, 6 bytes each."""
-
-MAX_TF = 65_535
 FUSION_DEPTH = 100
 """How deep each ranking goes into a fusion: far enough that a record ranked low by one method
 but high by the other still meets the page."""
@@ -49,109 +55,7 @@ class BM25Params:
     epsilon: float = 0.25
 
 
-def encode_terms(counts: Iterable[tuple[int, int]]) -> bytes:
-    """Pack (term id, count) pairs into the stored blob form."""
-    pairs = sorted(counts)
-    arr = np.empty(len(pairs), dtype=TERM_DTYPE)
-    if pairs:
-        arr["t"] = [t for t, _ in pairs]
-        arr["f"] = [min(f, MAX_TF) for _, f in pairs]
-    return arr.tobytes()
-
-
-def decode_terms(blob: bytes) -> npt.NDArray[np.void]:
-    """Unpack a stored blob into a structured array with fields `t` and `f`."""
-    return np.frombuffer(blob, dtype=TERM_DTYPE)
-
-
 _GROUPED_BATCH = 256  # documents from which add_many groups postings by term (faster from ~200 on)
-
-
-class _Postings:
-    """Documents containing one term: settled arrays plus a compact buffer of recent additions."""
-
-    __slots__ = ("added", "docs", "tfs")
-
-    def __init__(self, docs: IntArray, tfs: npt.NDArray[np.uint16]) -> None:
-        self.docs = docs
-        self.tfs = tfs
-        # Created on the first incremental add: one C array of `doc << 16 | tf`, not lists of tuples,
-        # because a bulk import adds millions of postings before a query settles them (8 bytes
-        # each, not ~70), and one array rather than two, because a save creates ~80 of them.
-        self.added: array[int] | None = None
-
-    def append(self, doc: int, tf: int) -> None:
-        if self.added is None:
-            self.added = array("q")
-        self.added.append(doc << 16 | tf)
-
-    def extend(self, docs: IntArray, tfs: npt.NDArray[np.uint16]) -> None:
-        if self.added is None:
-            self.added = array("q")
-        packed = docs.astype(np.int64) << 16
-        packed |= tfs
-        self.added.frombytes(packed.tobytes())
-
-    def settle(self) -> None:
-        if self.added:
-            packed = np.frombuffer(self.added, dtype=np.int64)
-            self.docs = np.concatenate([self.docs, (packed >> 16).astype(np.int32)])
-            self.tfs = np.concatenate([self.tfs, (packed & 0xFFFF).astype(np.uint16)])
-        self.added = None
-
-    def __len__(self) -> int:
-        return len(self.docs) + len(self.added or ())
-
-
-_EMPTY_DOCS: IntArray = np.empty(0, dtype=np.int32)
-_EMPTY_TFS: npt.NDArray[np.uint16] = np.empty(0, dtype=np.uint16)
-
-
-def _group_by_term(pairs: npt.NDArray[np.void], owners: IntArray) -> tuple[IntArray, IntArray, npt.NDArray[np.uint16]]:
-    """(terms, docs, tfs) of every posting, ordered by term (then document).
-
-    Sorting one packed int64 key (term | doc | tf) is about twice as fast as an argsort of the
-    terms followed by three gathers; it applies while ids fit their bit fields. Callers pass both
-    arrays as temporaries, so dropping them here frees them before the sort (a million records
-    carry ~90 million postings: every full-size temporary is hundreds of MiB).
-    """
-    terms = pairs["t"].astype(np.int64)
-    if len(terms) and (int(terms.max()) >= 1 << 23 or int(owners.max()) >= 1 << 24):
-        order = np.argsort(terms, kind="stable")
-        return terms[order].astype(np.int32), owners[order].astype(np.int32), pairs["f"][order]
-    # in place: each temporary of a few million int64s costs more in page faults than in arithmetic
-    key = terms
-    key <<= 24
-    key |= owners
-    del owners
-    key <<= 16
-    key |= pairs["f"]
-    del pairs
-    key.sort()
-    tfs = key.astype(np.uint16)  # the low 16 bits
-    key >>= 16
-    docs = (key & 0xFFFFFF).astype(np.int32)
-    key >>= 24
-    return key.astype(np.int32), docs, tfs
-
-
-def _runs(terms: IntArray) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
-    """Start and end offsets of each run of equal values in sorted `terms`."""
-    if not len(terms):
-        empty = np.empty(0, dtype=np.int64)
-        return empty, empty
-    starts = np.concatenate([[0], np.flatnonzero(np.diff(terms)) + 1]).astype(np.int64)
-    return starts, np.concatenate([starts[1:], [len(terms)]]).astype(np.int64)
-
-
-@dataclass(frozen=True, slots=True)
-class GroupedPostings:
-    """Every posting of a partition grouped by term: term i's documents are docs[ends[i-1]:ends[i]]."""
-
-    terms: IntArray  # distinct term ids, ascending
-    ends: npt.NDArray[np.int64]
-    docs: IntArray
-    tfs: npt.NDArray[np.uint16]
 
 
 @dataclass(frozen=True, slots=True)
@@ -160,17 +64,6 @@ class PartitionState:
 
     columns: Columns
     postings: GroupedPostings | None = None
-
-
-def group_postings(columns: Columns) -> GroupedPostings:
-    """The postings of documents given as columns (document i is local id i)."""
-    count = len(columns.keys)
-    sizes = np.fromiter((len(b) // TERM_DTYPE.itemsize for b in columns.blobs), dtype=np.int64, count=count)
-    terms, docs, tfs = _group_by_term(
-        decode_terms(b"".join(columns.blobs)), np.repeat(np.arange(count, dtype=np.int32), sizes)
-    )
-    starts, ends = _runs(terms)
-    return GroupedPostings(terms[starts].astype(np.int32), ends, docs, tfs)
 
 
 class Partition(DocStore):
@@ -187,11 +80,11 @@ class Partition(DocStore):
         self.total_len = 0
         self.df: dict[int, int] = {}
         self._df_hist: dict[int, int] = {}
-        self._postings: dict[int, _Postings] = {}
+        self._postings: dict[int, Postings] = {}
         # Postings from the last bulk load stay in one sorted array; a term's slice becomes a
-        # _Postings object only when the term is first queried or written (most never are).
-        self._base_docs: IntArray = _EMPTY_DOCS
-        self._base_tfs: npt.NDArray[np.uint16] = _EMPTY_TFS
+        # Postings object only when the term is first queried or written (most never are).
+        self._base_docs: IntArray = EMPTY_DOCS
+        self._base_tfs: npt.NDArray[np.uint16] = EMPTY_TFS
         self._base_span: dict[int, tuple[int, int]] = {}
         self._base: GroupedPostings | None = None  # the loaded postings, while no write has changed them
         self._version = 0
@@ -243,10 +136,10 @@ class Partition(DocStore):
         rows = [self._place(key, blob, length, attrs, saved[key]) for key, (blob, length, attrs) in latest.items()]
         blobs = [blob for blob, _, _ in latest.values()]
         sizes = np.fromiter((len(b) // TERM_DTYPE.itemsize for b in blobs), dtype=np.int64, count=len(blobs))
-        terms, docs_of, tfs = _group_by_term(
+        terms, docs_of, tfs = group_by_term(
             decode_terms(b"".join(blobs)), np.repeat(np.asarray(rows, dtype=np.int32), sizes)
         )
-        starts, ends = _runs(terms)
+        starts, ends = term_runs(terms)
         for term, start, end in zip(terms[starts].tolist(), starts.tolist(), ends.tolist(), strict=True):
             self._writable_postings(term).extend(docs_of[start:end], tfs[start:end])
             self._bump_df(term, end - start)
@@ -385,7 +278,7 @@ class Partition(DocStore):
     def scores(self, query: Sequence[int]) -> tuple[IntArray, FloatArray]:
         """Local ids and Okapi BM25 scores of every live document scoring above zero (unsorted)."""
         if self.n_docs == 0:
-            return _EMPTY_DOCS, np.empty(0, dtype=np.float64)
+            return EMPTY_DOCS, np.empty(0, dtype=np.float64)
         candidates, acc = self._positives(query)
         return candidates, acc[candidates]
 
@@ -514,19 +407,19 @@ class Partition(DocStore):
             self._avg_idf_at = self._version
         return self._avg_idf
 
-    def _postings_of(self, term: int) -> _Postings | None:
+    def _postings_of(self, term: int) -> Postings | None:
         postings = self._postings.get(term)
         if postings is None:
             span = self._base_span.get(term)
             if span is not None:
                 start, end = span
-                postings = self._postings[term] = _Postings(self._base_docs[start:end], self._base_tfs[start:end])
+                postings = self._postings[term] = Postings(self._base_docs[start:end], self._base_tfs[start:end])
         return postings
 
-    def _writable_postings(self, term: int) -> _Postings:
+    def _writable_postings(self, term: int) -> Postings:
         postings = self._postings_of(term)
         if postings is None:
-            postings = self._postings[term] = _Postings(_EMPTY_DOCS, _EMPTY_TFS)
+            postings = self._postings[term] = Postings.empty()
         return postings
 
     def _bump_df(self, term: int, delta: int) -> int:

@@ -28,9 +28,10 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from mcp_memory.search.bm25 import GroupedPostings, PartitionState, group_postings
+from mcp_memory.search.bm25 import PartitionState
 from mcp_memory.search.docstore import Columns
 from mcp_memory.search.index import IndexState
+from mcp_memory.search.postings import GroupedPostings, group_postings
 
 FORMAT = 1
 _SEP = "\x00"  # between packed strings; ids and terms never contain it (checked when writing)
