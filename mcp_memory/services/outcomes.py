@@ -21,7 +21,6 @@ word (only stop words) is similar to nothing.
 
 from __future__ import annotations
 
-import hashlib
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -30,14 +29,14 @@ from mcp_memory.db import Tx
 from mcp_memory.errors import InvalidInputError
 from mcp_memory.ids import new_id
 from mcp_memory.models.learning import DerivedLessons, OutcomeResult
-from mcp_memory.models.records import Lesson, MistakeCard, Outcome
+from mcp_memory.models.records import Lesson, Outcome
 from mcp_memory.repositories.lessons import LessonRepository
-from mcp_memory.repositories.outcomes import MistakeCardRepository, OutcomeRepository
+from mcp_memory.repositories.outcomes import OutcomeRepository
 from mcp_memory.repositories.sessions import SessionRepository
 from mcp_memory.services.common import Deps, Scrubber, Service
 from mcp_memory.services.compress import shorten
 from mcp_memory.services.lessons import LessonService, fingerprint
-from mcp_memory.services.relations import drop_relations
+from mcp_memory.services.mistake_cards import MistakeCardInput, clean_card, record_mistake_cards
 
 SUCCESS_SCORE = 0.5
 """A score at or above this counts as success when only a score is given."""
@@ -60,17 +59,6 @@ _TASK_TYPE_WORDS: tuple[tuple[str, frozenset[str]], ...] = (
 _BRITISH_IS = re.compile(r"(?<=\w\w\w)is(?=(?:e|es|ed|ing|er|ers|ation|ations)\b)", re.IGNORECASE)
 _BRITISH_YS = re.compile(r"(?<=\w\w)ys(?=(?:e|es|ed|ing|er|ers)\b)", re.IGNORECASE)
 _FROM_ERROR = "the approach that led to: "
-
-
-@dataclass(frozen=True, slots=True)
-class MistakeCardInput:
-    """A mistake card as the caller reports it."""
-
-    type: str
-    correct_decision: str
-    task: str | None = None
-    wrong_decision: str | None = None
-    why: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -137,7 +125,7 @@ class OutcomeService(Service):
         task = scrub.required("task", task)
         now = self.now_iso()
         agent = scrub.optional(agent_id or self.settings.agent_id)
-        cards = [_clean_card(card, scrub, f"mistake_cards.{i}") for i, card in enumerate(mistake_cards)]
+        cards = [clean_card(card, scrub, f"mistake_cards.{i}") for i, card in enumerate(mistake_cards)]
         async with self.db.transaction("memory_outcome_record", actor=agent, project=project) as tx:
             if session_id is not None:
                 session_id = (await SessionRepository(tx).get(session_id, project)).id
@@ -171,7 +159,9 @@ class OutcomeService(Service):
                 heuristics=heuristics,
                 anti_patterns=await self._anti_pattern(tx, outcome, peers),
                 rules=await self._rules(tx, outcome),
-                mistake_cards=await self._mistake_cards(tx, outcome, cards),
+                mistake_cards=await record_mistake_cards(
+                    tx, outcome, cards, self.now_iso(), self.settings.max_mistake_cards
+                ),
             )
         return OutcomeResult(
             id=outcome.id,
@@ -366,52 +356,6 @@ class OutcomeService(Service):
         for rule in ranked[self.settings.max_rules_per_task_type :]:
             await self.lessons.store(tx, rule.model_copy(update={"deleted_at": self.now_iso()}), "soft_delete")
 
-    async def _mistake_cards(self, tx: Tx, outcome: Outcome, cards: Sequence[MistakeCardInput]) -> list[str]:
-        repo = MistakeCardRepository(tx)
-        now = self.now_iso()
-        # The same card twice in one outcome is one sighting; later details win, as across outcomes.
-        merged: dict[str, MistakeCardInput] = {}
-        for card in cards:
-            key = _merge_key(card.type, card.task or outcome.task, card.correct_decision)
-            prior = merged.get(key)
-            merged[key] = card if prior is None else _later(prior, card)
-        ids = []
-        for key, card in merged.items():
-            task = card.task or outcome.task
-            existing = await repo.by_key(outcome.project, key)
-            if existing is not None:
-                await repo.seen_again(existing.id, now, card.wrong_decision, card.why)
-                tx.changed("mistake_card", existing.id, "seen")
-                card_id = existing.id
-            else:
-                card_id = new_id("mistake_card")
-                await repo.add(
-                    MistakeCard(
-                        id=card_id,
-                        project=outcome.project,
-                        merge_key=key,
-                        task_type=outcome.task_type,
-                        type=card.type,
-                        task=task,
-                        wrong_decision=card.wrong_decision,
-                        correct_decision=card.correct_decision,
-                        why=card.why,
-                        first_seen_at=now,
-                        last_seen_at=now,
-                        created_at=now,
-                        updated_at=now,
-                    )
-                )
-                tx.changed("mistake_card", card_id, "create")
-            await repo.link(outcome.id, card_id)
-            ids.append(card_id)
-        dropped = await repo.beyond(outcome.project, self.settings.max_mistake_cards)
-        await repo.delete(dropped)
-        await drop_relations(tx, dropped)
-        for card_id in dropped:
-            tx.changed("mistake_card", card_id, "delete")
-        return [i for i in ids if i not in dropped]
-
     async def _similar_lesson(self, tx: Tx, outcome: Outcome, kind: str, key: str, text: str) -> Lesson | None:
         """The derived lesson of this kind and task type whose source text is most similar, if similar enough.
 
@@ -464,33 +408,6 @@ def _named_strategy(lesson: Lesson) -> str | None:
     return None if pattern.startswith(_FROM_ERROR) else pattern
 
 
-def _merge_key(kind: str, task: str, correct: str) -> str:
-    normal = "\x1f".join(" ".join(part.casefold().split()) for part in (kind, task, correct))
-    return hashlib.sha256(normal.encode()).hexdigest()
-
-
 def _items(scrub: Scrubber, field: str, values: Sequence[str]) -> list[str]:
     """Scrubbed list items, each refused (named by its position) when nothing but blanks or private parts."""
     return [scrub.required(f"{field}.{i}", value).strip() for i, value in enumerate(values)]
-
-
-def _clean_card(card: MistakeCardInput, scrub: Scrubber, field: str) -> MistakeCardInput:
-    task = scrub.optional(card.task)
-    return MistakeCardInput(
-        type=card.type,
-        correct_decision=scrub.required(f"{field}.correct_decision", card.correct_decision).strip(),
-        task=task.strip() if task and task.strip() else None,  # a blank task means the outcome's
-        wrong_decision=scrub.optional(card.wrong_decision),
-        why=scrub.optional(card.why),
-    )
-
-
-def _later(prior: MistakeCardInput, card: MistakeCardInput) -> MistakeCardInput:
-    """One card from two sightings in the same outcome: details given later replace earlier ones."""
-    return MistakeCardInput(
-        type=prior.type,
-        correct_decision=prior.correct_decision,
-        task=prior.task,
-        wrong_decision=card.wrong_decision or prior.wrong_decision,
-        why=card.why or prior.why,
-    )

@@ -16,7 +16,7 @@ from mcp_memory.models.learning import (
     OutcomeResult,
     ProfileResult,
 )
-from mcp_memory.services.outcomes import MistakeCardInput
+from mcp_memory.services.mistake_cards import MistakeCardInput
 from mcp_memory.tools._common import AgentId, Ctx, Limit, Offset, Project, app_of, make_tool
 from mcp_memory.tools.caller import agent_of, project_of, restricted_to
 

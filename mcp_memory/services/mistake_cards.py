@@ -1,0 +1,104 @@
+"""Mistake cards: a wrong decision, the right one and why, merged across outcomes by (type, task,
+correct decision) with a count of how often it was seen; the least seen go beyond the bound."""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from mcp_memory.db import Tx
+from mcp_memory.ids import new_id
+from mcp_memory.models.records import MistakeCard, Outcome
+from mcp_memory.repositories.outcomes import MistakeCardRepository
+from mcp_memory.services.common import Scrubber
+from mcp_memory.services.relations import drop_relations
+
+
+@dataclass(frozen=True, slots=True)
+class MistakeCardInput:
+    """A mistake card as the caller reports it."""
+
+    type: str
+    correct_decision: str
+    task: str | None = None
+    wrong_decision: str | None = None
+    why: str | None = None
+
+
+async def record_mistake_cards(
+    tx: Tx, outcome: Outcome, cards: Sequence[MistakeCardInput], now: str, keep: int
+) -> list[str]:
+    """Merge an outcome's cards into the project's by (type, task, correct decision), counting each
+    sighting; keep the `keep` most seen. Returns the ids of this outcome's cards still kept."""
+    repo = MistakeCardRepository(tx)
+    # The same card twice in one outcome is one sighting; later details win, as across outcomes.
+    merged: dict[str, MistakeCardInput] = {}
+    for card in cards:
+        key = _merge_key(card.type, card.task or outcome.task, card.correct_decision)
+        prior = merged.get(key)
+        merged[key] = card if prior is None else _later(prior, card)
+    ids = []
+    for key, card in merged.items():
+        task = card.task or outcome.task
+        existing = await repo.by_key(outcome.project, key)
+        if existing is not None:
+            await repo.seen_again(existing.id, now, card.wrong_decision, card.why)
+            tx.changed("mistake_card", existing.id, "seen")
+            card_id = existing.id
+        else:
+            card_id = new_id("mistake_card")
+            await repo.add(
+                MistakeCard(
+                    id=card_id,
+                    project=outcome.project,
+                    merge_key=key,
+                    task_type=outcome.task_type,
+                    type=card.type,
+                    task=task,
+                    wrong_decision=card.wrong_decision,
+                    correct_decision=card.correct_decision,
+                    why=card.why,
+                    first_seen_at=now,
+                    last_seen_at=now,
+                    created_at=now,
+                    updated_at=now,
+                )
+            )
+            tx.changed("mistake_card", card_id, "create")
+        await repo.link(outcome.id, card_id)
+        ids.append(card_id)
+    dropped = await repo.beyond(outcome.project, keep)
+    await repo.delete(dropped)
+    await drop_relations(tx, dropped)
+    for card_id in dropped:
+        tx.changed("mistake_card", card_id, "delete")
+    return [i for i in ids if i not in dropped]
+
+
+def clean_card(card: MistakeCardInput, scrub: Scrubber, field: str) -> MistakeCardInput:
+    """The card through the privacy filter; a correct decision left empty is refused, named by `field`."""
+    task = scrub.optional(card.task)
+    return MistakeCardInput(
+        type=card.type,
+        correct_decision=scrub.required(f"{field}.correct_decision", card.correct_decision).strip(),
+        task=task.strip() if task and task.strip() else None,  # a blank task means the outcome's
+        wrong_decision=scrub.optional(card.wrong_decision),
+        why=scrub.optional(card.why),
+    )
+
+
+def _merge_key(kind: str, task: str, correct: str) -> str:
+    normal = "\x1f".join(" ".join(part.casefold().split()) for part in (kind, task, correct))
+    return hashlib.sha256(normal.encode()).hexdigest()
+
+
+def _later(prior: MistakeCardInput, card: MistakeCardInput) -> MistakeCardInput:
+    """One card from two sightings in the same outcome: details given later replace earlier ones."""
+    return MistakeCardInput(
+        type=prior.type,
+        correct_decision=prior.correct_decision,
+        task=prior.task,
+        wrong_decision=card.wrong_decision or prior.wrong_decision,
+        why=card.why or prior.why,
+    )
