@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import sqlite3
 from datetime import UTC, datetime
 
 import pytest
 from mcp import Client
 
+from mcp_memory.config import Settings
 from mcp_memory.search.dates import query_tokens, record_tokens
 from tests.conftest import FakeClock, call
 
@@ -15,14 +17,20 @@ MAY_8 = datetime(2023, 5, 8, 15, 30, tzinfo=UTC)
 
 
 def test_a_record_carries_its_day_month_and_year() -> None:
-    assert record_tokens("Went for a run.", MAY_8.timestamp()) == ["@2023-05-08", "@2023-05", "@2023"]
+    assert record_tokens("Went for a run.", MAY_8.timestamp()) == [
+        "@2023-05-08",
+        "@2023-05",
+        "@2023",
+        "@--05-08",
+        "@--05",
+    ]
     assert record_tokens("Went for a run.", None) == []
 
 
 def test_a_year_before_1000_is_padded_like_the_query_pads_it() -> None:
     early = datetime(224, 5, 1, tzinfo=UTC).timestamp()
 
-    assert record_tokens("Went for a run.", early) == ["@0224-05-01", "@0224-05", "@0224"]
+    assert record_tokens("Went for a run.", early)[:3] == ["@0224-05-01", "@0224-05", "@0224"]
     assert "@0224-05" in query_tokens("what happened in May 0224?", MAY_8)
 
 
@@ -75,6 +83,31 @@ def test_months_and_years_back_resolve_to_a_month_or_a_year() -> None:
 )
 def test_a_query_names_absolute_dates(query: str, expected: list[str]) -> None:
     assert query_tokens(query, MAY_8) == expected
+
+
+@pytest.mark.parametrize(
+    ("query", "expected"),
+    [
+        ("what did we do on May 7?", ["@--05-07"]),
+        ("what did we do on may 7th", ["@--05-07"]),
+        ("notes from the 3rd of March", ["@--03-03"]),
+        ("we met 2 Feb", ["@--02-02"]),
+        ("anything on Feb 29", ["@--02-29"]),  # a day of leap years
+        ("anything on Feb 30", []),  # a day of no year
+        ("what did she paint in June?", ["@--06"]),
+        ("since mid-March", ["@--03"]),
+        ("they may 2x the budget", []),  # the verb, not the month
+        ("it may 10 times", []),
+        ("ran 3 miles in May 5 days running", ["@--05-05"]),
+    ],
+)
+def test_a_query_names_a_day_or_month_without_a_year(query: str, expected: list[str]) -> None:
+    assert query_tokens(query, MAY_8) == expected
+
+
+def test_a_record_carries_the_days_its_words_point_at_without_their_year_too() -> None:
+    tokens = record_tokens("I went to the support group yesterday.", MAY_8.timestamp())
+    assert {"@2023-05-07", "@--05-07", "@--05-08", "@--05"} <= set(tokens)
 
 
 def test_a_query_names_relative_dates_from_now() -> None:
@@ -134,3 +167,27 @@ def test_a_query_about_a_past_week_names_each_of_its_days() -> None:
         "@2026-03-01",
     ]
     assert query_tokens("last weekend", tuesday) == ["@2026-03-07", "@2026-03", "@2026", "@2026-03-08"]
+
+
+async def test_recall_finds_a_day_named_without_its_year_in_any_year(client: Client, clock: FakeClock) -> None:
+    clock.now = datetime(2026, 3, 10, 9, 0, tzinfo=UTC)
+    ids = {}
+    for label, day in (("2024", "2024-05-07"), ("2025", "2025-05-07"), ("other", "2025-06-07")):
+        saved = await call(client, "memory_observe", content="Walked the coastal path.", occurred_at=f"{day}T10:00:00Z")
+        ids[label] = saved["id"]
+
+    hits = (await call(client, "memory_recall", query="where did I walk on May 7?"))["hits"]
+
+    assert {h["id"] for h in hits[:2]} == {ids["2024"], ids["2025"]}
+    assert hits[2]["id"] == ids["other"]
+
+
+async def test_date_tokens_do_not_lengthen_a_record(client: Client, settings: Settings) -> None:
+    saved = await call(
+        client, "memory_observe", content="Walked the coastal path yesterday.", occurred_at="2025-05-07T10:00:00Z"
+    )
+    with sqlite3.connect(settings.db) as conn:
+        (length,) = conn.execute("SELECT length FROM search_docs WHERE doc_id = ?", (saved["id"],)).fetchone()
+
+    # BM25 normalises by the words a record holds: walk, coastal, path, yesterday (not its 8 date tokens)
+    assert length == 4

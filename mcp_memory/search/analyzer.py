@@ -17,7 +17,7 @@ import Stemmer
 
 from mcp_memory.search.stopwords import STOP_WORDS
 
-ANALYZER_VERSION = 4
+ANALYZER_VERSION = 5
 """Bump whenever stored terms would come out differently (a change to `Analyzer.terms` or to the
 fields a service indexes): every record is then re-analysed once at start-up."""
 

@@ -4,7 +4,9 @@ Every dated record is indexed with tokens for its day, month and year (`@2023-05
 `@2023`). Relative phrases in its text ("yesterday", "last week", "two days ago", "last Friday")
 are resolved against the record's own date and indexed the same way, so "7 May 2023" finds a note
 written on 8 May that says "yesterday". Queries get the tokens of the dates they name, absolute
-("May 2023", "7 May 2023", "2023-05-07", "in 2023") or relative to now ("last week").
+("May 2023", "7 May 2023", "2023-05-07", "in 2023") or relative to now ("last week"). A day or
+month named without a year ("on May 7", "in June") matches that day or month of any year: records
+also carry their days and months without the year (`@--05-08`, `@--05`).
 """
 
 from __future__ import annotations
@@ -49,6 +51,15 @@ _DAY_MONTH_YEAR = re.compile(rf"\b(\d{{1,2}})(?:st|nd|rd|th)?\s+(?:of\s+)?{_MONT
 _MONTH_DAY_YEAR = re.compile(rf"\b{_MONTH}\s+(\d{{1,2}})(?:st|nd|rd|th)?,?\s+(\d{{4}})\b", re.IGNORECASE)
 _MONTH_YEAR = re.compile(rf"\b{_MONTH},?\s+(\d{{4}})\b", re.IGNORECASE)
 _YEAR = re.compile(r"\b(?:in|during|of|since|from)\s+((?:19|20)\d{2})\b", re.IGNORECASE)
+# A day or month named without a year ("on May 7", "the 3rd of March", "in June") means that day
+# or month of any year. A bare month is read only after a preposition ("I may" is no date).
+_DAY_MONTH = re.compile(rf"\b(\d{{1,2}})(?:st|nd|rd|th)?\s+(?:of\s+)?{_MONTH}(?![\w-])", re.IGNORECASE)
+_MONTH_DAY = re.compile(rf"\b{_MONTH}\s+(\d{{1,2}})(?:st|nd|rd|th)?(?![\w:-])", re.IGNORECASE)
+_PREPOSITION = re.compile(
+    r"\b(?:on|of|by|until|till|since|before|after|in|from|to)\s+(?:the\s+)?(?:\d{1,2}(?:st|nd|rd|th)?\s+(?:of\s+)?)?$",
+    re.IGNORECASE,
+)
+_IN_MONTH = re.compile(rf"\b(?:in|during|since|of|early|late|mid)[\s-]+{_MONTH}(?![\w-])(?!\s*\d)", re.IGNORECASE)
 _RELATIVE = re.compile(
     r"\b(yesterday|today|tonight|this morning|this afternoon|last night|the day before yesterday|"
     r"last (?:week|weekend|month|year)|"
@@ -86,6 +97,8 @@ def record_tokens(text: str, at: float | None) -> list[str]:
     tokens = day_tokens(day)
     for match in _relative_matches(text):
         tokens += _resolve(match, day)
+    # and each day and month again without its year, for questions that name none: `@--05-07`, `@--05`
+    tokens += [f"{PREFIX}--{token[6:]}" for token in tokens if len(token) in (8, 11)]
     return list(dict.fromkeys(tokens))  # a date named twice is still one date
 
 
@@ -117,6 +130,15 @@ def query_tokens(text: str, now: datetime) -> list[str]:
     for match in _YEAR.finditer(text):
         if free(match):
             tokens.append(f"@{match[1]}")
+    for match in _DAY_MONTH.finditer(text):
+        if not _modal(text, match, 2) and free(match):
+            tokens += _yearless_day(_MONTHS[match[2].lower()], int(match[1]))
+    for match in _MONTH_DAY.finditer(text):
+        if not _modal(text, match, 1) and free(match):
+            tokens += _yearless_day(_MONTHS[match[1].lower()], int(match[2]))
+    for match in _IN_MONTH.finditer(text):
+        if free(match):
+            tokens.append(f"{PREFIX}--{_MONTHS[match[1].lower()]:02d}")
     for match in _RELATIVE_ANY_CASE.finditer(text):
         if free(match):
             tokens += _week_asked(match, now.date()) or _resolve(match, now.date())
@@ -147,6 +169,23 @@ def _valid_day(year: int, month: int, day: int) -> list[str]:
         return day_tokens(date(year, month, day))
     except ValueError:
         return month_tokens(year, month) if 1 <= month <= 12 else []
+
+
+def _modal(text: str, match: re.Match[str], group: int) -> bool:
+    """Whether the month word of a yearless date is rather the verb: "may" in lower case, not
+    right after a preposition ("they may 2x it", but "on may 7")."""
+    if match[group] != "may":
+        return False
+    return _PREPOSITION.search(text, 0, match.start(group)) is None
+
+
+def _yearless_day(month: int, day: int) -> list[str]:
+    """The token of a day named without a year (none for a day no year has)."""
+    try:
+        date(2000, month, day)  # a leap year: 29 February is a day
+    except ValueError:
+        return []
+    return [f"{PREFIX}--{month:02d}-{day:02d}"]
 
 
 def _resolve(match: re.Match[str], day: date) -> list[str]:

@@ -118,7 +118,7 @@ class Indexer:
         if not specs:
             return
         analyzer = self.index.analyzer
-        counted: list[tuple[DocSpec, str, Counter[str]]] = []
+        counted: list[tuple[DocSpec, str, Counter[str], int]] = []
         for spec in specs:
             counts: Counter[str] = Counter()
             for text, weight in spec.fields:
@@ -126,9 +126,10 @@ class Indexer:
                     for term in analyzer.terms(text):
                         counts[term] += weight
             whole = spec_text(spec)
+            length = sum(counts.values())  # of the words: date tokens say when, and do not lengthen a record
             if spec.dated:
                 counts.update(dates.record_tokens(whole, epoch(spec.at)))
-            counted.append((spec, whole, counts))
+            counted.append((spec, whole, counts, length))
         # The vocabulary may still map a word that another process has deleted since (its last
         # record dropped): only a term some indexed record uses is sure to be stored, once the
         # index has caught up (before the build, the index holds only this process's re-analysis).
@@ -141,7 +142,7 @@ class Indexer:
         vocab = self.index.vocab
         known: dict[str, int] = {}
         missing: list[str] = []
-        for term in {t for _, _, counts in counted for t in counts}:
+        for term in {t for _, _, counts, _ in counted for t in counts}:
             if collected and tx.noted(_GONE_TERMS, term) is not None:
                 missing.append(term)
                 continue
@@ -159,7 +160,7 @@ class Indexer:
         tx.note(_NEW_TERMS, looked_up)
         ids = known | looked_up
         docs = []
-        for spec, whole, counts in counted:
+        for spec, whole, counts, length in counted:
             doc = IndexDoc(
                 doc_id=spec.doc_id,
                 kind=spec.kind,
@@ -167,7 +168,7 @@ class Indexer:
                 project=spec.project,
                 session_id=spec.session_id,
                 at=epoch(spec.at),
-                length=sum(counts.values()),
+                length=length,
                 terms=self.index.pack(counts, ids),
                 seq=spec.seq,
                 weight=spec.weight,
@@ -178,7 +179,7 @@ class Indexer:
         self._log(tx, {doc.doc_id: doc.terms for doc in docs})
         await EmbeddingRepository(tx).delete_stale([(d.doc_id, d.digest) for d in docs])
         # Kept until commit only for the embedder: an import holds every document of its transaction.
-        texts = [whole for _, whole, _ in counted] if self.vectors is not None else []
+        texts = [whole for _, whole, _, _ in counted] if self.vectors is not None else []
 
         def apply() -> None:
             self.index.learn_terms(looked_up)
