@@ -3,14 +3,13 @@ accented Latin letters, hyphenated words, and the re-analysis that brings older 
 
 from __future__ import annotations
 
-import sqlite3
-
 from mcp import Client
 
 from mcp_memory.config import Settings
 from mcp_memory.search.analyzer import ANALYZER_VERSION, Analyzer
 from mcp_memory.server import build_server
 from tests.conftest import FakeClock, call
+from tests.test_reanalysis import make_older
 
 FILLER = [
     "The weekly planning meeting moved to Thursday afternoon",
@@ -144,10 +143,7 @@ async def test_email_and_e_mail_find_each_other(client: Client) -> None:
 async def test_a_store_analysed_by_the_previous_analyzer_is_re_analysed(settings: Settings, clock: FakeClock) -> None:
     async with Client(build_server(settings, clock)) as client:
         (redis,) = await save_all(client, "使用Redis缓存用户数据")
-    with sqlite3.connect(settings.db) as conn:
-        # the previous analyzer had no term `redi` for this record: leave it without terms
-        conn.execute("UPDATE search_docs SET terms = x'', length = 0, analyzer = 3")
-        conn.execute("UPDATE meta SET value = '3' WHERE key = 'analyzer_version'")
+    make_older(settings.db)  # the previous analyzer had no term `redi` for this record: it has none
 
     async with Client(build_server(settings, clock)) as client:
         diagnosis = await call(client, "memory_diagnose")

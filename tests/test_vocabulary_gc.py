@@ -19,6 +19,7 @@ from mcp_memory.search.postings import decode_terms
 from mcp_memory.server import build_server
 from mcp_memory.services.index_docs import DocSpec
 from tests.conftest import FakeClock, call
+from tests.test_reanalysis import make_older
 
 SECRET = "Alice Whitfield is secretly interviewing at Globexcorp next Thursday"
 SECRET_NOTE = "User mentioned the Whitfield interview at Globexcorp, keep it confidential"
@@ -299,9 +300,7 @@ async def test_a_re_analysis_deletes_the_words_only_the_previous_analyzer_made(
     async with Client(build_server(settings, clock)) as client:
         saved = await call(client, "memory_save", content="The staging database lives on port 5433")
     leave_words(settings.db, "stagingdatabas")  # a form the previous analyzer made
-    with sqlite3.connect(settings.db) as conn:
-        conn.execute("UPDATE search_docs SET terms = x'', length = 0, analyzer = 3")
-        conn.execute("UPDATE meta SET value = '3' WHERE key = 'analyzer_version'")
+    make_older(settings.db)
 
     async with Client(build_server(settings, clock)) as client:
         found = hit_ids(await call(client, "memory_smart_search", query="staging database"))
