@@ -279,7 +279,8 @@ async def ours_run(
     from mcp_memory.config import Settings
     from mcp_memory.server import build_server
 
-    base = Settings(db=db, project="locomo", synchronous="normal", log_level="WARNING")
+    # UTC: LoCoMo's session times name no zone, so they are stored as UTC and read back so.
+    base = Settings(db=db, project="locomo", synchronous="normal", log_level="WARNING", timezone="UTC")
     observe_times: list[float] = []
     async with Client(build_server(base)) as client:
         for conv in conversations:

@@ -248,6 +248,7 @@ def _settings(db: Path, synchronous: str, cache: bool = False) -> Any:
         project=PROJECT,
         synchronous=synchronous,
         log_level="WARNING",
+        timezone="UTC",  # the stores this makes date their records in UTC, whatever the machine's zone
         index_cache=cache,
         index_cache_min_records=0,
     )

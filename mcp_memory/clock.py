@@ -1,10 +1,16 @@
-"""Time in one place: an injectable clock and the UTC ISO-8601 text every record stores."""
+"""Time in one place: an injectable clock, the UTC ISO-8601 text every record stores, and time zones."""
 
 from __future__ import annotations
 
+import logging
 import re
 from collections.abc import Callable
 from datetime import UTC, date, datetime, timedelta
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+import tzlocal
+
+logger = logging.getLogger(__name__)
 
 Clock = Callable[[], datetime]
 """Returns the current time as an aware UTC datetime; tests pass their own."""
@@ -65,3 +71,26 @@ def epoch(text: str) -> float:
 def weeks_between(earlier: datetime, later: datetime) -> float:
     """Fractional weeks from `earlier` to `later`, never negative."""
     return max((later - earlier) / timedelta(weeks=1), 0.0)
+
+
+def zone(name: str) -> ZoneInfo:
+    """The time zone of an IANA name ("Europe/Berlin", "UTC").
+
+    Raises ValueError naming it when this machine's zone data has no such zone.
+    """
+    try:
+        return ZoneInfo(name)
+    except (ZoneInfoNotFoundError, ValueError):  # ValueError: not even a well-formed key ("../x")
+        raise ValueError(f"unknown time zone {name!r}; give an IANA name such as Europe/Berlin or UTC") from None
+
+
+def local_zone_name() -> str:
+    """This machine's time zone by its IANA name; "UTC" when it has none that the zone data knows."""
+    try:
+        name = tzlocal.get_localzone_name()
+        if name:
+            zone(name)
+            return name
+    except (ValueError, ZoneInfoNotFoundError) as exc:  # a TZ of "EST5EDT"-style rules, or conflicting files
+        logger.warning("this machine's time zone is not one of the zone data's (%s): using UTC", exc)
+    return "UTC"

@@ -15,6 +15,8 @@ from typing import Any, Literal
 import platformdirs
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator, model_validator
 
+from mcp_memory.clock import zone
+
 ENV_PREFIX = "MCP_MEMORY_"
 
 Transport = Literal["stdio", "sse", "streamable-http"]
@@ -119,6 +121,11 @@ class Settings(BaseModel):
     embedding_timeout_s: float = Field(
         10.0, gt=0, le=300, description="How long a search waits for the query's embedding before using BM25 alone."
     )
+    timezone: str | None = Field(
+        None,
+        description="IANA time zone in which searches read dates (a record's day, what 'yesterday' means);"
+        " default: the database's own, which a new database takes from this machine.",
+    )
     synchronous: Literal["normal", "full"] = Field(
         "full",
         description="SQLite fsync policy: full survives power loss; normal survives process crashes only.",
@@ -195,6 +202,13 @@ class Settings(BaseModel):
     @classmethod
     def _expand_home(cls, value: Path | None) -> Path | None:
         return None if value is None else value.expanduser()
+
+    @field_validator("timezone")
+    @classmethod
+    def _known_zone(cls, value: str | None) -> str | None:
+        if value is not None:
+            zone(value)
+        return value
 
     @field_validator("log_level", mode="before")
     @classmethod

@@ -106,7 +106,9 @@ async def open_app(
         index = SearchIndex(Analyzer(), BM25Params(settings.bm25_k1, settings.bm25_b, settings.bm25_epsilon), rank)
         indexer = Indexer(index)
         builder = IndexBuilder(
-            indexer, CachePlan(cache_path(settings.db), settings.index_cache, settings.index_cache_min_records)
+            indexer,
+            CachePlan(cache_path(settings.db), settings.index_cache, settings.index_cache_min_records),
+            settings.timezone,
         )
         if provider is not None:
             embedder = Embedder(provider, db, index, builder, clock, settings.embedding_timeout_s)

@@ -40,7 +40,8 @@ def clock() -> FakeClock:
 
 @pytest.fixture
 def settings(tmp_path: Path) -> Settings:
-    return Settings(db=tmp_path / "memory.db", project="test", synchronous="normal")
+    # UTC: which day a record falls on must not depend on where the tests run
+    return Settings(db=tmp_path / "memory.db", project="test", synchronous="normal", timezone="UTC")
 
 
 @pytest.fixture

@@ -18,7 +18,7 @@ from mcp_memory.config import Settings
 from mcp_memory.context import open_app
 from mcp_memory.search.analyzer import Analyzer
 from mcp_memory.search.bm25 import BM25Params
-from mcp_memory.search.cache import CacheHeader, CacheReader, cache_path, publish, write_cache
+from mcp_memory.search.cache import FORMAT, CacheHeader, CacheReader, cache_path, publish, write_cache
 from mcp_memory.search.index import IndexDoc, SearchFilter, SearchIndex
 from mcp_memory.server import build_server
 from tests.conftest import FakeClock, call
@@ -239,7 +239,7 @@ def test_saved_state_restores_the_same_scores_after_adds_and_removes(tmp_path: P
     index.upsert_many([_doc(i, index, t, "a") for i, t in enumerate(texts[400:], start=400)])
     for i in range(0, 400, 7):
         index.remove(f"obs_{i}")
-    header = CacheHeader(1, 0, 0, "", max(index.vocab.values()), index.doc_count())
+    header = CacheHeader(FORMAT, 0, "UTC", 0, "", max(index.vocab.values()), index.doc_count())
     publish(write_cache(tmp_path / "cache", header, index.state()), tmp_path / "cache")
 
     restored = SearchIndex(Analyzer(), BM25Params(1.2, 0.4))

@@ -244,6 +244,7 @@ class DiagnoseResult(BaseModel):
     version: str
     schema_version: int
     analyzer_version: int
+    timezone: str = Field(description="The IANA time zone in which searches read dates (the database's own).")
     db_path: str | None = Field(description="The database file; null for a restricted caller (not theirs to see).")
     db_bytes: int | None = Field(description="Size of the database and its WAL; null for a restricted caller.")
     sqlite: dict[str, Any]

@@ -33,7 +33,7 @@ from mcp_memory.search.docstore import Columns
 from mcp_memory.search.index import IndexState
 from mcp_memory.search.postings import GroupedPostings, group_postings
 
-FORMAT = 1
+FORMAT = 2  # 2: the header names the time zone of the date terms
 _SEP = "\x00"  # between packed strings; ids and terms never contain it (checked when writing)
 _COLUMNS: dict[str, npt.DTypeLike] = {
     "lengths": np.float64,
@@ -59,13 +59,14 @@ class CacheHeader:
 
     format: int
     analyzer: int
+    timezone: str  # the zone whose days the date terms name
     seq: int  # the last audit-log row whose changes the cache reflects
     stamp: str  # that row's time ("" for none): a restored or foreign database's row differs
     vocab_mark: int  # every term id up to this one is in the cache's vocabulary, unless deleted before it was written
     docs: int
 
 
-_EXAMPLE = CacheHeader(FORMAT, 0, 0, "", 0, 0)  # the type of each field
+_EXAMPLE = CacheHeader(FORMAT, 0, "", 0, "", 0, 0)  # the type of each field
 
 
 def cache_path(db: Path) -> Path:
@@ -88,6 +89,10 @@ class CacheReader:
         self._archive = archive
         try:
             raw = json.loads(self._array("header", np.uint8).tobytes())
+            if not isinstance(raw, dict):
+                raise ValueError("not a JSON object")
+            if raw.get("format") != FORMAT:  # first: another format may lack this one's fields
+                raise CacheError(f"index cache format {raw.get('format')}, expected {FORMAT}")
             self.header = CacheHeader(**{f.name: raw[f.name] for f in fields(CacheHeader)})
             self._names = {key: raw[key] for key in ("kinds", "subtypes", "sessions", "projects")}
             typed = all(
@@ -101,9 +106,6 @@ class CacheReader:
         except (ValueError, KeyError, TypeError) as exc:
             self.close()
             raise CacheError(f"index cache header is damaged: {exc}") from exc
-        if self.header.format != FORMAT:
-            self.close()
-            raise CacheError(f"index cache format {self.header.format}, expected {FORMAT}")
 
     def __enter__(self) -> CacheReader:
         return self

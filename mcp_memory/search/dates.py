@@ -1,18 +1,19 @@
 """Dates as search terms: a record's own date, the dates its words point at, and dates in queries.
 
 Every dated record is indexed with tokens for its day, month and year (`@2023-05-08`, `@2023-05`,
-`@2023`). Relative phrases in its text ("yesterday", "last week", "two days ago", "last Friday")
-are resolved against the record's own date and indexed the same way, so "7 May 2023" finds a note
-written on 8 May that says "yesterday". Queries get the tokens of the dates they name, absolute
-("May 2023", "7 May 2023", "2023-05-07", "in 2023") or relative to now ("last week"). A day or
-month named without a year ("on May 7", "in June") matches that day or month of any year: records
-also carry their days and months without the year (`@--05-08`, `@--05`).
+`@2023`), its day being the one it fell on in the database's time zone. Relative phrases in its
+text ("yesterday", "last week", "two days ago", "last Friday") are resolved against the record's
+own date and indexed the same way, so "7 May 2023" finds a note written on 8 May that says
+"yesterday". Queries get the tokens of the dates they name, absolute ("May 2023", "7 May 2023",
+"2023-05-07", "in 2023") or relative to today in that zone ("last week"). A day or month named
+without a year ("on May 7", "in June") matches that day or month of any year: records also carry
+their days and months without the year (`@--05-08`, `@--05`).
 """
 
 from __future__ import annotations
 
 import re
-from datetime import UTC, date, datetime, timedelta
+from datetime import UTC, date, datetime, timedelta, tzinfo
 
 PREFIX = "@"
 """Every date token starts with this; the analyzer never produces it, so they cannot collide."""
@@ -89,11 +90,12 @@ def month_tokens(year: int, month: int) -> list[str]:
     return [f"@{year:04d}-{month:02d}", f"@{year:04d}"]
 
 
-def record_tokens(text: str, at: float | None) -> list[str]:
-    """Date tokens of a record dated `at` (epoch seconds) whose text is `text`."""
+def record_tokens(text: str, at: float | None, zone: tzinfo = UTC) -> list[str]:
+    """Date tokens of a record dated `at` (epoch seconds) whose text is `text`; its day is the one
+    it fell on in `zone`."""
     if at is None:
         return []
-    day = datetime.fromtimestamp(at, UTC).date()
+    day = datetime.fromtimestamp(at, zone).date()
     tokens = day_tokens(day)
     for match in _relative_matches(text):
         tokens += _resolve(match, day)
@@ -103,7 +105,8 @@ def record_tokens(text: str, at: float | None) -> list[str]:
 
 
 def query_tokens(text: str, now: datetime) -> list[str]:
-    """Date tokens of the dates a query names; relative ones count from `now`."""
+    """Date tokens of the dates a query names; relative ones count from the day `now` falls on
+    (in its own time zone)."""
     tokens: list[str] = []
     taken: list[tuple[int, int]] = []
 

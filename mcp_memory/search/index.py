@@ -10,8 +10,9 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import NamedTuple
+from zoneinfo import ZoneInfo
 
 import numpy as np
 import numpy.typing as npt
@@ -123,6 +124,8 @@ class SearchIndex:
         self.params = params
         self.rank = rank or RankParams()
         self.vocab: dict[str, int] = {}
+        # The database's time zone: the day a record falls on, and the "today" of a query's "yesterday".
+        self.zone = ZoneInfo("UTC")
         self._date_terms: set[int] = set()  # ids of date tokens, which say when, not what
         self._partitions: dict[str, Partition] = {}
         self._where: dict[str, str] = {}
@@ -154,7 +157,7 @@ class SearchIndex:
         """
         terms = self.analyzer.terms(text)
         if now is not None:
-            terms += dates.query_tokens(text, datetime.fromtimestamp(now, UTC))
+            terms += dates.query_tokens(text, datetime.fromtimestamp(now, self.zone))
         return [tid for term in terms if (tid := self.vocab.get(term)) is not None]
 
     # -- documents --------------------------------------------------------------------------------

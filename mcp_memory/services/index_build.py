@@ -19,6 +19,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TypeVar
 
+from mcp_memory.clock import local_zone_name, zone
 from mcp_memory.db import Database
 from mcp_memory.repositories.embeddings import EmbeddingRepository
 from mcp_memory.repositories.meta import MetaRepository
@@ -37,7 +38,7 @@ from mcp_memory.search.cache import (
 )
 from mcp_memory.search.index import IndexState
 from mcp_memory.services.indexing import Indexer
-from mcp_memory.services.reanalysis import Reanalysis
+from mcp_memory.services.reanalysis import Reanalysis, stored_zone
 
 logger = logging.getLogger(__name__)
 
@@ -58,9 +59,10 @@ class CachePlan:
 class IndexBuilder:
     """Builds the indexer's index once (in the background or awaited) and writes its cache."""
 
-    def __init__(self, indexer: Indexer, cache: CachePlan | None = None) -> None:
+    def __init__(self, indexer: Indexer, cache: CachePlan | None = None, timezone: str | None = None) -> None:
         self.indexer = indexer
         self.cache = cache
+        self.timezone = timezone  # asked for (--timezone); None: the database's own
         self.source = ""  # how the index was built: "cache" or "rebuild"
         self.replayed = 0  # changes applied on top of the cache at start-up
         self._build: asyncio.Task[int] | None = None
@@ -106,10 +108,13 @@ class IndexBuilder:
         """
         async with db.read() as conn:
             stale = await SearchDocRepository(conn).stale_count(ANALYZER_VERSION)
-            recorded = await MetaRepository(conn).get("analyzer_version")
+            meta = MetaRepository(conn)
+            recorded = await meta.get("analyzer_version")
+            analysed_in = stored_zone(recorded, await meta.get("timezone"))
+        zone = self._zone(analysed_in)
         reanalysed = 0
-        if stale or recorded != str(ANALYZER_VERSION):
-            reanalysed = await Reanalysis(self.indexer).run(db)
+        if stale or recorded != str(ANALYZER_VERSION) or analysed_in != zone:
+            reanalysed = await Reanalysis(self.indexer, zone).run(db)
         elif (plan := self._active_cache()) is not None and (count := await self._from_cache(db, plan)) is not None:
             return count
         async with db.read() as conn:  # one snapshot: the documents and the audit row they reflect
@@ -133,6 +138,17 @@ class IndexBuilder:
         logger.info("search index built: %d documents, %d terms", count, len(vocab))
         return count
 
+    def _zone(self, analysed_in: str | None) -> str:
+        """Set the index's time zone: the one asked for, else the database's, else this machine's;
+        returns its name."""
+        name = self.timezone or analysed_in or local_zone_name()
+        try:
+            self.indexer.index.zone = zone(name)
+        except ValueError:  # the database came from a machine whose zone data knows more zones
+            logger.warning("the database's time zone %r is unknown here: searching dates in UTC", name)
+            name, self.indexer.index.zone = "UTC", zone("UTC")
+        return name
+
     async def _from_cache(self, db: Database, plan: CachePlan) -> int | None:
         """Load the index from the cache and apply the writes made since; None when it will not do.
 
@@ -149,7 +165,7 @@ class IndexBuilder:
                     stamp = await meta.audit_stamp(header.seq)
                     forgotten = await meta.action_since(header.seq, FORGET_ACTION)
                     pending = await meta.changes_since(header.seq)
-                unfit = _unfit(header, stamp, forgotten, pending)
+                unfit = _unfit(header, self.indexer.index.zone.key, stamp, forgotten, pending)
                 if unfit is not None:
                     logger.info("index cache not used (%s): rebuilding the index", unfit)
                     return None
@@ -209,7 +225,7 @@ class IndexBuilder:
                 stored = await SearchDocRepository(conn).existing_term_ids(sorted(unused.values()))
             dead = {term: term_id for term, term_id in unused.items() if term_id not in stored}
             self.indexer.forget_terms(dead)
-        header = CacheHeader(FORMAT, ANALYZER_VERSION, seq, stamp, mark, state.doc_count)
+        header = CacheHeader(FORMAT, ANALYZER_VERSION, self.indexer.index.zone.key, seq, stamp, mark, state.doc_count)
         temporary = await _in_daemon_thread(lambda st: write_cache(plan.path, header, _without(st, dead)), state)
         del state
         async with db.read() as conn:
@@ -275,10 +291,12 @@ def _without(state: IndexState, terms: Mapping[str, int]) -> IndexState:
     return replace(state, vocab={term: term_id for term, term_id in state.vocab.items() if term not in terms})
 
 
-def _unfit(header: CacheHeader, stamp: str | None, forgotten: bool, pending: int) -> str | None:
+def _unfit(header: CacheHeader, timezone: str, stamp: str | None, forgotten: bool, pending: int) -> str | None:
     """Why a cache may not be used for the database as it is now (None: it may)."""
     if header.analyzer != ANALYZER_VERSION:
         return f"made by analyzer {header.analyzer}"
+    if header.timezone != timezone:
+        return f"dates in time zone {header.timezone}"
     if stamp is None or stamp != header.stamp:
         return "from another history of the database"
     if forgotten:

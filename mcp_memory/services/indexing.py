@@ -128,7 +128,7 @@ class Indexer:
             whole = spec_text(spec)
             length = sum(counts.values())  # of the words: date tokens say when, and do not lengthen a record
             if spec.dated:
-                counts.update(dates.record_tokens(whole, epoch(spec.at)))
+                counts.update(dates.record_tokens(whole, epoch(spec.at), self.index.zone))
             counted.append((spec, whole, counts, length))
         # The vocabulary may still map a word that another process has deleted since (its last
         # record dropped): only a term some indexed record uses is sure to be stored, once the

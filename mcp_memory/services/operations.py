@@ -89,6 +89,7 @@ class OperationsService(Service):
             version=__version__,
             schema_version=schema,
             analyzer_version=ANALYZER_VERSION,
+            timezone=index.zone.key,
             db_path=str(self.db.path) if only is None else None,
             db_bytes=await self._db_bytes() if only is None else None,
             sqlite=pragmas,

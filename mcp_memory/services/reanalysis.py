@@ -1,4 +1,8 @@
-"""Re-analysis: after an analyzer upgrade, every record's stored terms are derived again from its text.
+"""Re-analysis: after an analyzer upgrade, or when the database's time zone changes, every record's
+stored terms are derived again from its text.
+
+The time zone (meta `timezone`) decides which day a record's date tokens name. A database from
+before zones were recorded was analysed in UTC; a new one takes the zone it is first opened with.
 
 One process does it at a time: servers started together on an older store would otherwise clear
 each other's work, and one could load its index halfway through another's pass. The claim is the
@@ -28,11 +32,19 @@ _CLAIM_TTL_S = 30.0  # a re-analysis claim not renewed for this long was left by
 _CLAIM_POLL_S = 0.25  # how often a process waiting for another's re-analysis looks again
 
 
-class Reanalysis:
-    """One process's re-analysis of the store (or its wait for another's)."""
+def stored_zone(recorded_version: str | None, recorded_zone: str | None) -> str | None:
+    """The time zone a database's stored terms were analysed in (None: a new database, none yet)."""
+    if recorded_zone is not None:
+        return recorded_zone
+    return None if recorded_version is None else "UTC"  # analysed before zones were recorded
 
-    def __init__(self, indexer: Indexer) -> None:
+
+class Reanalysis:
+    """One process's re-analysis of the store in time zone `zone` (or its wait for another's)."""
+
+    def __init__(self, indexer: Indexer, zone: str) -> None:
         self.indexer = indexer
+        self.zone = zone
         self._owner = f"{os.getpid()}.{uuid.uuid4().hex[:8]}"  # names this run's claim
 
     async def run(self, db: Database) -> int:
@@ -85,12 +97,16 @@ class Reanalysis:
             meta = MetaRepository(tx)
             store = SearchDocRepository(tx)
             recorded = await meta.get("analyzer_version")
-            if recorded == str(ANALYZER_VERSION) and not await store.stale_count(ANALYZER_VERSION):
+            current = (
+                recorded == str(ANALYZER_VERSION) and stored_zone(recorded, await meta.get("timezone")) == self.zone
+            )
+            if current and not await store.stale_count(ANALYZER_VERSION):
                 return None
             if self._held_elsewhere(recorded):
                 return False
             await store.clear()
             await meta.set("analyzer_version", self._claim_text())
+            await meta.set("timezone", self.zone)  # from now on, what the stored terms are (being) analysed in
         return True
 
     async def _renew(self, tx: Tx) -> bool:

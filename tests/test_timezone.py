@@ -1,0 +1,159 @@
+"""The database's time zone: the day a record falls on and the "yesterday" of a query are its own."""
+
+from __future__ import annotations
+
+import logging
+import sqlite3
+from datetime import UTC, datetime
+from pathlib import Path
+from zoneinfo import ZoneInfo
+
+import pytest
+import tzlocal
+from mcp import Client
+
+from mcp_memory.config import Settings
+from mcp_memory.search.cache import cache_path
+from mcp_memory.search.dates import record_tokens
+from mcp_memory.server import build_server
+from tests.conftest import FakeClock, call
+
+REANALYSED = "search terms re-analysed"
+NEW_YORK = "America/New_York"
+LATE_EVENING = "2023-05-08T02:00:00Z"  # 22:00 on 7 May in New York
+AFTERNOON = "2023-05-08T15:00:00Z"  # 11:00 on 8 May in New York
+
+
+def stored_zone(path: Path) -> str | None:
+    with sqlite3.connect(path) as conn:
+        row = conn.execute("SELECT value FROM meta WHERE key = 'timezone'").fetchone()
+    return None if row is None else str(row[0])
+
+
+async def checklist_days(client: Client) -> dict[str, str]:
+    """Two identical notes, made on the evening of 7 May and the next afternoon in New York; their ids."""
+    ids = {}
+    for label, at in (("evening", LATE_EVENING), ("afternoon", AFTERNOON)):
+        saved = await call(client, "memory_observe", content="Reviewed the deploy checklist.", occurred_at=at)
+        ids[label] = saved["id"]
+    return ids
+
+
+async def first_hit(client: Client, query: str) -> str:
+    return str((await call(client, "memory_recall", query=query))["hits"][0]["id"])
+
+
+def test_a_records_day_is_the_one_it_fell_on_in_the_zone() -> None:
+    at = datetime.fromisoformat(LATE_EVENING).timestamp()
+    assert record_tokens("Reviewed it.", at)[:3] == ["@2023-05-08", "@2023-05", "@2023"]
+    tokens = record_tokens("Reviewed it yesterday.", at, ZoneInfo(NEW_YORK))
+    assert tokens[:3] == ["@2023-05-07", "@2023-05", "@2023"]
+    assert "@2023-05-06" in tokens  # "yesterday" counts back from the New York day
+    assert "@--05-07" in tokens
+
+
+async def test_recall_finds_a_record_on_its_day_in_the_databases_zone(settings: Settings, clock: FakeClock) -> None:
+    async with Client(build_server(settings.model_copy(update={"timezone": NEW_YORK}), clock)) as client:
+        ids = await checklist_days(client)
+
+        assert await first_hit(client, "deploy checklist on 7 May 2023") == ids["evening"]
+        assert await first_hit(client, "deploy checklist on 8 May 2023") == ids["afternoon"]
+        assert (await call(client, "memory_diagnose"))["timezone"] == NEW_YORK
+
+
+async def test_yesterday_is_yesterday_in_the_databases_zone(settings: Settings, clock: FakeClock) -> None:
+    clock.now = datetime(2026, 3, 11, 3, 0, tzinfo=UTC)  # 20:00 on 10 March in Los Angeles (PDT)
+    async with Client(build_server(settings.model_copy(update={"timezone": "America/Los_Angeles"}), clock)) as client:
+        note = "Deploy checklist reviewed."
+        ninth = await call(client, "memory_observe", content=note, occurred_at="2026-03-09T20:00:00Z")
+        await call(client, "memory_observe", content=note, occurred_at="2026-03-10T20:00:00Z")
+
+        assert await first_hit(client, "deploy checklist yesterday") == ninth["id"]
+
+
+async def test_a_new_database_takes_the_machines_zone_and_keeps_it(
+    settings: Settings, clock: FakeClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    unset = settings.model_copy(update={"timezone": None})
+    monkeypatch.setattr(tzlocal, "get_localzone_name", lambda: NEW_YORK)
+    async with Client(build_server(unset, clock)) as client:
+        ids = await checklist_days(client)
+        assert (await call(client, "memory_diagnose"))["timezone"] == NEW_YORK
+    assert stored_zone(settings.db) == NEW_YORK
+
+    monkeypatch.setattr(tzlocal, "get_localzone_name", lambda: "Asia/Tokyo")  # the machine moved
+    async with Client(build_server(unset, clock)) as client:
+        assert (await call(client, "memory_diagnose"))["timezone"] == NEW_YORK
+        assert await first_hit(client, "deploy checklist on 7 May 2023") == ids["evening"]
+
+
+async def test_a_machine_zone_the_zone_data_lacks_means_utc(
+    settings: Settings, clock: FakeClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(tzlocal, "get_localzone_name", lambda: "Mars/Olympus_Mons")
+    async with Client(build_server(settings.model_copy(update={"timezone": None}), clock)) as client:
+        assert (await call(client, "memory_diagnose"))["timezone"] == "UTC"
+
+
+async def test_a_database_from_before_zones_keeps_utc_without_a_re_analysis(
+    settings: Settings, clock: FakeClock, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    async with Client(build_server(settings, clock)) as client:
+        ids = await checklist_days(client)
+    with sqlite3.connect(settings.db) as conn:
+        conn.execute("DELETE FROM meta WHERE key = 'timezone'")
+    monkeypatch.setattr(tzlocal, "get_localzone_name", lambda: NEW_YORK)
+    caplog.set_level(logging.INFO, logger="mcp_memory.services.reanalysis")
+
+    async with Client(build_server(settings.model_copy(update={"timezone": None}), clock)) as client:
+        assert (await call(client, "memory_diagnose"))["timezone"] == "UTC"
+        # In UTC neither note is of 7 May, so the later one leads (in New York the evening one would)
+        assert await first_hit(client, "deploy checklist on 7 May 2023") == ids["afternoon"]
+    assert REANALYSED not in caplog.text
+
+
+async def test_another_zone_re_analyses_the_dates_and_becomes_the_databases(
+    settings: Settings, clock: FakeClock, caplog: pytest.LogCaptureFixture
+) -> None:
+    async with Client(build_server(settings, clock)) as client:
+        ids = await checklist_days(client)
+    assert stored_zone(settings.db) == "UTC"
+    caplog.set_level(logging.INFO, logger="mcp_memory.services.reanalysis")
+
+    async with Client(build_server(settings.model_copy(update={"timezone": NEW_YORK}), clock)) as client:
+        assert await first_hit(client, "deploy checklist on 7 May 2023") == ids["evening"]
+        assert (await call(client, "memory_diagnose"))["index_in_sync"]
+    assert f"{REANALYSED}: 2 records" in caplog.text
+    assert stored_zone(settings.db) == NEW_YORK
+
+    caplog.clear()
+    async with Client(build_server(settings.model_copy(update={"timezone": None}), clock)) as client:
+        assert (await call(client, "memory_diagnose"))["timezone"] == NEW_YORK
+        assert await first_hit(client, "deploy checklist on 8 May 2023") == ids["afternoon"]
+    assert REANALYSED not in caplog.text
+
+
+async def test_an_index_cache_of_another_zone_is_not_loaded(settings: Settings, clock: FakeClock) -> None:
+    cached = settings.model_copy(update={"index_cache_min_records": 0})
+    async with Client(build_server(cached, clock)) as client:
+        ids = await checklist_days(client)
+    async with Client(build_server(cached, clock)) as client:  # a start that rebuilds writes the cache
+        await call(client, "memory_diagnose")
+    assert cache_path(settings.db).exists()
+    # Another server moves the database to New York without touching this one's cache file.
+    moved = settings.model_copy(update={"timezone": NEW_YORK, "index_cache": False})
+    async with Client(build_server(moved, clock)) as client:
+        await call(client, "memory_diagnose")
+
+    async with Client(build_server(cached.model_copy(update={"timezone": None}), clock)) as client:
+        report = await call(client, "memory_diagnose")
+        assert (report["timezone"], report["index_source"]) == (NEW_YORK, "rebuild")
+        assert await first_hit(client, "deploy checklist on 7 May 2023") == ids["evening"]
+
+
+def test_an_unknown_zone_is_refused_naming_the_setting() -> None:
+    with pytest.raises(ValueError, match="--timezone: unknown time zone 'Mars/Olympus'"):
+        Settings.resolve({"timezone": "Mars/Olympus"}, {})
+    with pytest.raises(ValueError, match="MCP_MEMORY_TIMEZONE: unknown time zone"):
+        Settings.resolve({}, {"MCP_MEMORY_TIMEZONE": "../../etc/passwd"})
+    assert Settings.resolve({}, {"MCP_MEMORY_TIMEZONE": NEW_YORK}).timezone == NEW_YORK
