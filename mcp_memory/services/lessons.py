@@ -9,9 +9,6 @@ context, listed with status "faded", and restored by saving it again.
 
 from __future__ import annotations
 
-import hashlib
-import re
-import unicodedata
 from collections.abc import AsyncIterator, Sequence
 from datetime import datetime
 
@@ -26,49 +23,13 @@ from mcp_memory.repositories.meta import MetaRepository
 from mcp_memory.search.index import Hit, SearchFilter
 from mcp_memory.services.common import GLOBAL_PROJECT, Deps, Service
 from mcp_memory.services.index_docs import DocSpec
+from mcp_memory.services.lesson_identity import find_twin, fingerprint
 
 LESSON_KINDS = ("lesson", "heuristic", "anti_pattern", "rule_works", "rule_avoid")
 REINFORCE_STEP = 0.1
 WEAK_MATCH = 1e-3
 """Relevance of a weak match (BM25 score not positive, as in a tiny corpus) holding every query term;
 one holding fewer of them gets its share."""
-# Only what frames a sentence is trimmed: quotes, a list bullet, and closing punctuation. Other
-# symbols at an edge carry meaning ("Prefer C++" is not "Prefer C", "Use C#" not "Use C").
-_QUOTES = "\"'`“”‘’‚„«»‹›「」『』"
-_LEADING = re.compile(rf"^(?:[\s{_QUOTES}¿¡]|[-*•–—](?=\s))+")
-_TRAILING = re.compile(rf"[\s{_QUOTES}.,;:!?…。、]+$")
-_LEGACY_EDGES = re.compile(r"^[\s\W_]+|[\s\W_]+$")
-
-
-def _normalised(content: str) -> str:
-    """Content as fingerprinted: NFKC, case-folded, whitespace collapsed, framing punctuation trimmed.
-
-    NFKC (not just NFC) because it is what the search analyser uses: text that search treats as the
-    same words (a composed or decomposed "é", a ligature, full-width letters) is one lesson too.
-    """
-    text = unicodedata.normalize("NFKC", unicodedata.normalize("NFKC", content).casefold())
-    return _TRAILING.sub("", _LEADING.sub("", " ".join(text.split())))
-
-
-def fingerprint(content: str, kind: str = "lesson", task_type: str | None = None) -> str:
-    """SHA-256 of the normalised content (see `_normalised`).
-
-    Lessons saved by an agent are identified by their text alone. A derived lesson (heuristic,
-    anti-pattern, rule) also by its kind and task type, so the same advice learned for two task
-    types, or as a rule and as a saved lesson, stays two lessons.
-    """
-    return _digest(_normalised(content), kind, task_type)
-
-
-def _legacy_fingerprint(content: str, kind: str = "lesson", task_type: str | None = None) -> str:
-    """The fingerprint stored before Unicode normalisation, when every edge symbol was dropped."""
-    return _digest(_LEGACY_EDGES.sub("", " ".join(content.casefold().split())), kind, task_type)
-
-
-def _digest(normal: str, kind: str, task_type: str | None) -> str:
-    if kind != "lesson":
-        normal = f"{kind}\x1f{task_type or ''}\x1f{normal}"
-    return hashlib.sha256(normal.encode()).hexdigest()
 
 
 def reinforced(confidence: float) -> float:
@@ -204,7 +165,7 @@ class LessonService(Service):
         repo = LessonRepository(tx)
         now = self.now_iso()
         key = fingerprint(content, kind, task_type)
-        existing = await self.twin(tx, project, content, kind, task_type)
+        existing = await find_twin(tx, project, content, kind, task_type)
         if existing is None:
             lesson = Lesson(
                 id=new_id("lesson"),
@@ -243,37 +204,6 @@ class LessonService(Service):
         )
         await self.store(tx, lesson, "reinforce")
         return lesson, False, restored, before
-
-    async def twin(
-        self, tx: Tx, project: str, content: str, kind: str = "lesson", task_type: str | None = None
-    ) -> Lesson | None:
-        """The stored lesson this content is the same lesson as, if any.
-
-        Fingerprints stored before the current normalisation are brought up to date as they are met,
-        so no migration is needed: a row is matched only when its own content normalises to the same
-        text, and a stale row in the way of a different lesson is moved to its own fingerprint.
-        """
-        repo = LessonRepository(tx)
-        key = fingerprint(content, kind, task_type)
-        found = await repo.by_fingerprint(project, key)
-        if found is not None:
-            own = fingerprint(found.content, found.kind, found.task_type)
-            if own == key:
-                return found
-            # Stored under the old rule, it took this key from a different lesson ("Prefer C++" for "Prefer C").
-            taken = await repo.by_fingerprint(project, own) is not None
-            await repo.set_fingerprint(found.id, own if not taken else f"stale:{found.id}")
-            tx.changed("lesson", found.id, "rekey")
-            return None
-        # The old rule hashed the text as sent: try it composed and decomposed as well.
-        for form in dict.fromkeys((content, *(unicodedata.normalize(f, content) for f in ("NFC", "NFD")))):
-            legacy = _legacy_fingerprint(form, kind, task_type)
-            found = None if legacy == key else await repo.by_fingerprint(project, legacy)
-            if found is not None and fingerprint(found.content, found.kind, found.task_type) == key:
-                await repo.set_fingerprint(found.id, key)
-                tx.changed("lesson", found.id, "rekey")
-                return found.model_copy(update={"fingerprint": key})
-        return None
 
     async def store(self, tx: Tx, lesson: Lesson, op: str) -> None:
         """Write back a changed lesson and keep the index in step (soft-deleted ones leave it)."""

@@ -35,7 +35,8 @@ from mcp_memory.repositories.outcomes import OutcomeRepository
 from mcp_memory.repositories.sessions import SessionRepository
 from mcp_memory.services.common import Deps, Scrubber, Service
 from mcp_memory.services.compress import shorten
-from mcp_memory.services.lessons import LessonService, fingerprint
+from mcp_memory.services.lesson_identity import fingerprint
+from mcp_memory.services.lessons import LessonService
 from mcp_memory.services.mistake_cards import MistakeCardInput, clean_card, record_mistake_cards
 
 SUCCESS_SCORE = 0.5

@@ -36,6 +36,7 @@ from mcp_memory.repositories.sessions import SessionRepository
 from mcp_memory.search.index import SearchFilter
 from mcp_memory.services.common import Deps, Service, time_window
 from mcp_memory.services.compress import counted, shorten
+from mcp_memory.services.lesson_identity import find_twin
 from mcp_memory.services.lessons import LessonService
 from mcp_memory.services.outcomes import jaccard
 from mcp_memory.services.relations import relation_view
@@ -244,7 +245,7 @@ class ReflectService(Service):
 
     async def _retire_sequence(self, tx: Tx, project: str, content: str, task_type: str, share: float) -> None:
         """Soft-delete a heuristic learned from these steps, now that they mostly fail."""
-        existing = await self.lessons.twin(tx, project, content, "heuristic", task_type)
+        existing = await find_twin(tx, project, content, "heuristic", task_type)
         if existing is not None and existing.deleted_at is None:
             await self.lessons.retire(tx, existing, confidence=share, source={"share": round(share, 4)})
 
@@ -313,7 +314,7 @@ class ReflectService(Service):
         `share` is a heuristic's success share by its evidence, kept so that consolidation can tell
         whether it still holds once time has decayed its confidence.
         """
-        existing = await self.lessons.twin(tx, project, content, kind, task_type)
+        existing = await find_twin(tx, project, content, kind, task_type)
         known = set(existing.source.get("evidence", [])) if existing is not None else set()
         if existing is not None and set(evidence) <= known:
             return existing, False
