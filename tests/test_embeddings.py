@@ -18,9 +18,10 @@ import pytest
 from mcp import Client
 
 from mcp_memory.config import Settings
-from mcp_memory.search.bm25 import BM25Params, Partition
+from mcp_memory.search.bm25 import BM25Params
 from mcp_memory.search.docstore import DocAttrs, Filter
 from mcp_memory.search.embeddings import EmbeddingProvider
+from mcp_memory.search.partition import Partition
 from mcp_memory.search.postings import encode_terms
 from mcp_memory.search.ranking import RankParams, reciprocal_rank_fusion
 from mcp_memory.server import build_server

@@ -9,8 +9,9 @@ import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from mcp_memory.search.bm25 import BM25Params, Partition
+from mcp_memory.search.bm25 import BM25Params
 from mcp_memory.search.docstore import Columns, DocAttrs, Filter
+from mcp_memory.search.partition import Partition
 from mcp_memory.search.postings import encode_terms
 from mcp_memory.search.ranking import DAY_S, RankParams, boosted, rerank_pool, with_context
 

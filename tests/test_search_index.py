@@ -16,9 +16,10 @@ from mcp_memory.config import Settings
 from mcp_memory.context import open_app
 from mcp_memory.search import bm25
 from mcp_memory.search.analyzer import Analyzer
-from mcp_memory.search.bm25 import BM25Params, Partition
+from mcp_memory.search.bm25 import BM25Params
 from mcp_memory.search.docstore import Columns, DocAttrs, Filter
 from mcp_memory.search.index import IndexDoc, SearchFilter, SearchIndex
+from mcp_memory.search.partition import Partition
 from mcp_memory.search.postings import encode_terms
 from mcp_memory.services.index_docs import DocSpec
 

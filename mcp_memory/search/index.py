@@ -19,8 +19,9 @@ import numpy.typing as npt
 
 from mcp_memory.search import dates
 from mcp_memory.search.analyzer import Analyzer
-from mcp_memory.search.bm25 import BM25Params, Partition, PartitionState
+from mcp_memory.search.bm25 import BM25Params, PartitionState
 from mcp_memory.search.docstore import Columns, DocAttrs, Filter
+from mcp_memory.search.partition import Partition
 from mcp_memory.search.postings import encode_terms
 from mcp_memory.search.ranking import RankParams
 

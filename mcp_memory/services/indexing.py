@@ -23,8 +23,8 @@ from mcp_memory.repositories.meta import MetaRepository
 from mcp_memory.repositories.search_docs import SearchDocRepository
 from mcp_memory.search import dates
 from mcp_memory.search.analyzer import ANALYZER_VERSION
-from mcp_memory.search.bm25 import Partition
 from mcp_memory.search.index import IndexDoc, SearchIndex
+from mcp_memory.search.partition import Partition
 from mcp_memory.search.postings import decode_terms
 from mcp_memory.services.index_docs import DocLookup, DocSource, DocSpec, EmbedJob, VectorFeed, spec_text, text_digest
 

@@ -1,0 +1,116 @@
+"""One project's searchable partition: its BM25 model ranked for a query, alone or fused with vectors.
+
+The lexical ranking is the Okapi score (search/bm25.py) with each record's context and session
+evidence and the bounded importance and recency boosts (search/ranking.py), weak matches of a tiny
+corpus following the positive ones; given a query vector, it is fused with the cosine ranking.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+import numpy.typing as npt
+
+from mcp_memory.search.bm25 import BM25Model, BM25Params, FloatArray
+from mcp_memory.search.docstore import Filter, IntArray
+from mcp_memory.search.ranking import (
+    Ranked,
+    RankParams,
+    boosted,
+    contenders,
+    reciprocal_rank_fusion,
+    rerank_pool,
+    with_context,
+)
+
+FUSION_DEPTH = 100
+"""How deep each ranking goes into a fusion: far enough that a record ranked low by one method
+but high by the other still meets the page."""
+
+
+class Partition(BM25Model):
+    """One project's documents, BM25 model and vectors, ranked for a search."""
+
+    def __init__(self, params: BM25Params, rank: RankParams | None = None) -> None:
+        super().__init__(params)
+        self.rank = rank or RankParams()
+
+    def search(
+        self,
+        query: Sequence[int],
+        flt: Filter,
+        limit: int,
+        now: float | None = None,
+        vector: npt.NDArray[np.float32] | None = None,
+    ) -> Ranked:
+        """Top `limit` (key, score, at) among live documents passing the filter, best first.
+
+        Without a query vector (or before any document has one) this is the BM25 ranking; with
+        one, the BM25 and vector rankings fused (search/ranking.py), and the score is the fused one.
+        """
+        if self.n_docs == 0 or limit <= 0:
+            return []
+        semantic = [] if vector is None else self._semantic(vector, flt, max(limit, FUSION_DEPTH), now)
+        if not semantic:
+            return self._lexical(query, flt, limit, now)
+        lexical = self._lexical(query, flt, max(limit, FUSION_DEPTH), now) if query else []
+        fused = reciprocal_rank_fusion([(lexical, 1.0), (semantic, self.rank.vector_weight)], self.rank.rrf_k)
+        return fused[:limit]
+
+    def _semantic(self, vector: npt.NDArray[np.float32], flt: Filter, depth: int, now: float | None) -> Ranked:
+        """The documents closest to `vector` (cosine), with the importance and recency boosts."""
+        docs, sims = self.nearest(vector, flt, depth)
+        if len(docs) == 0:
+            return []
+        return self._top(
+            docs, boosted(sims.astype(np.float64), self._weight[docs], self._at[docs], now, self.rank), depth
+        )
+
+    def _lexical(self, query: Sequence[int], flt: Filter, limit: int, now: float | None) -> Ranked:
+        """The BM25 ranking: Okapi scores with context, session evidence and the bounded boosts.
+
+        Documents scoring above zero come first. When there are fewer than `limit` of them,
+        documents that contain query terms but score <= 0 (in tiny corpora every idf can be
+        negative) follow with score 0.0, by how many query terms they contain. Ties go to the
+        newer document, then the key.
+        """
+        hits, acc = self._positives(query)
+        n = len(self.keys)
+        eligible = self._alive[:n] & self._mask(None, flt)
+        pool, scope = rerank_pool(acc, hits, eligible, self.rank.depth)
+        docs, scores = with_context(
+            acc, pool, self._prev[:n], self._next[:n], self._session[:n], self._seq[:n], self.rank, eligible, scope
+        )
+        positive = scores > 0
+        docs, scores = docs[positive], scores[positive]
+        keep = contenders(scores, limit, self.rank, now is not None)
+        docs, scores = docs[keep], scores[keep]
+        scores = boosted(scores, self._weight[docs], self._at[docs], now, self.rank)
+        ranked = self._top(docs, scores, limit)
+        if len(ranked) < limit:
+            acc, matched = self._accumulate(query, with_matched=True)
+            assert matched is not None
+            weak = np.flatnonzero((matched > 0) & (acc <= 0)).astype(np.int32)
+            weak = np.setdiff1d(weak, docs, assume_unique=True)  # context may have ranked some already
+            weak = weak[self._alive[weak]]
+            weak = weak[self._mask(weak, flt)]
+            # Order the weak matches by terms matched, then by their (non-positive) score.
+            key = matched[weak] + 1.0 / (2.0 - acc[weak])
+            ranked += [(k, 0.0, at) for k, _, at in self._top(weak, key, limit - len(ranked))]
+        return ranked
+
+    def _top(self, docs: IntArray, key: FloatArray, limit: int) -> Ranked:
+        """The `limit` best (key, score, at) by `key`, ties to the newer document, then the key."""
+        if len(docs) == 0 or limit <= 0:
+            return []
+        if len(docs) > limit:
+            # argpartition first so a huge candidate set costs O(n), then sort the survivors exactly
+            threshold = key[np.argpartition(-key, limit - 1)[:limit]].min()
+            tied = key >= threshold
+            docs, key = docs[tied], key[tied]
+        keys = [self.keys[i] or "" for i in docs.tolist()]
+        order = sorted(
+            zip(key.tolist(), self._at[docs].tolist(), keys, strict=True), key=lambda r: (-r[0], -r[1], r[2])
+        )
+        return [(k, score, at) for score, at, k in order[:limit]]
