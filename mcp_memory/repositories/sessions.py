@@ -203,6 +203,14 @@ class SessionRepository(Repository):
         )
         return [r[0] for r in rows]
 
+    async def get_many(self, session_ids: Sequence[str]) -> list[Session]:
+        """Those sessions that exist, in any project, by id."""
+        rows = await self.conn.fetchall(
+            f"SELECT {_COLUMNS} FROM sessions WHERE id IN (SELECT value FROM json_each(?)) ORDER BY id",
+            (dump_json(list(session_ids)),),
+        )
+        return [Session(**row_dict(r)) for r in rows]
+
     async def all_in_project(self, project: str) -> list[Session]:
         rows = await self.conn.fetchall(f"SELECT {_COLUMNS} FROM sessions WHERE project = ? ORDER BY id", (project,))
         return [Session(**row_dict(r)) for r in rows]

@@ -17,9 +17,10 @@ import Stemmer
 
 from mcp_memory.search.stopwords import STOP_WORDS
 
-ANALYZER_VERSION = 5
-"""Bump whenever stored terms would come out differently (a change to `Analyzer.terms` or to the
-fields a service indexes): every record is then re-analysed once at start-up."""
+ANALYZER_VERSION = 6
+"""Bump whenever stored terms would come out differently (a change to `Analyzer.terms`, to the
+fields a service indexes, or to the date a record is indexed under): every record is then
+re-analysed once at start-up. 6: a session is dated when its observations happened."""
 
 _MAX_TERM = 64
 _MEMO_SIZE = 50_000  # distinct raw tokens remembered (~270 bytes each); emptied when full

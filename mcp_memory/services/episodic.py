@@ -6,7 +6,7 @@ import re
 from collections.abc import AsyncIterator, Sequence
 from datetime import datetime
 
-from mcp_memory.clock import to_iso
+from mcp_memory.clock import from_iso, to_iso
 from mcp_memory.db import Conn, Database, Tx
 from mcp_memory.errors import ConflictError, InvalidInputError
 from mcp_memory.ids import new_id, scoped_session_id
@@ -76,20 +76,35 @@ def digest_line_minute(line: str, session_start: str) -> str | None:
     return None if found is None else f"{found[1] or session_start[:10]}T{found[2]}"
 
 
-def session_doc(session: Session) -> DocSpec | None:
-    """The index document of a session, once it has a summary or a folded digest to search."""
+def session_doc(session: Session, latest: str | None) -> DocSpec | None:
+    """The index document of a session, once it has a summary or a folded digest to search.
+
+    It is dated when the latest of its observations happened (`latest`, or a folded one), as they
+    are: a conversation imported today from last May is last May's, not today's.
+    """
     if not session.summary and not session.folded_digest:
         return None
+    minutes = [
+        m for line in (session.folded_digest or "").split("\n") if (m := digest_line_minute(line, session.started_at))
+    ]
+    times = [t for t in (latest, max(minutes, default=None)) if t]
     return DocSpec(
         doc_id=session.id,
         kind="session",
         project=session.project,
         session_id=session.id,
-        at=session.last_activity_at,
+        at=max(to_iso(from_iso(t)) for t in times) if times else session.last_activity_at,
         fields=((session.title or "", 1), (session.summary or "", 1), (session.folded_digest or "", 1)),
         seq=-1,  # the session itself: a strong match lifts the session's records (search/ranking.py)
         dated=True,
     )
+
+
+async def session_docs(conn: Conn, sessions: Sequence[Session]) -> dict[str, DocSpec | None]:
+    """The index documents of `sessions` by id (None for one with nothing to search)."""
+    searchable = [s.id for s in sessions if s.summary or s.folded_digest]
+    latest = await ObservationRepository(conn).latest_times(searchable) if searchable else {}
+    return {s.id: session_doc(s, latest.get(s.id)) for s in sessions}
 
 
 class EpisodicService(Service):
@@ -239,7 +254,7 @@ class EpisodicService(Service):
             digest = "…\n" + digest[-DIGEST_CHARS:].split("\n", 1)[-1]
         await sessions.add_folded(session_id, digest, len(victims), now)
         tx.changed("session", session_id, "fold")  # other processes and the index cache re-read its digest
-        spec = session_doc(await sessions.get(session_id, project))
+        spec = (await session_docs(tx, [await sessions.get(session_id, project)]))[session_id]
         if spec is not None:
             await self.deps.indexer.put(tx, spec)
         return ids
@@ -369,7 +384,7 @@ class EpisodicService(Service):
 
     async def reindex_sessions(self, tx: Tx, sessions: Sequence[Session]) -> None:
         """Index stored sessions that have something to search, unindex the others."""
-        specs = {s.id: session_doc(s) for s in sessions}
+        specs = await session_docs(tx, sessions)
         await self.deps.indexer.drop(tx, [i for i, spec in specs.items() if spec is None])
         await self.deps.indexer.put_many(tx, [spec for spec in specs.values() if spec is not None])
 
@@ -390,7 +405,7 @@ class EpisodicService(Service):
     async def _session_lookup(conn: Conn, project: str, ids: Sequence[str]) -> list[DocSpec]:
         sessions = SessionRepository(conn)
         found = [s for i in ids if (s := await sessions.get_or_none(i, project)) is not None]
-        return [spec for s in found if (spec := session_doc(s)) is not None]
+        return [spec for spec in (await session_docs(conn, found)).values() if spec is not None]
 
     async def _session_docs(self, db: Database) -> AsyncIterator[list[DocSpec]]:
         async with db.read() as conn:
@@ -398,6 +413,6 @@ class EpisodicService(Service):
         for project in projects:
             async with db.read() as conn:
                 found = await SessionRepository(conn).all_in_project(project)
-            specs = [spec for s in found if (spec := session_doc(s)) is not None]
+                specs = [spec for spec in (await session_docs(conn, found)).values() if spec is not None]
             for batch in self.deps.indexer.batches(specs):
                 yield batch

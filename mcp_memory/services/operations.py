@@ -327,9 +327,10 @@ class OperationsService(Service):
                 tx.changed("session", session.id, "update")
             for obs in renumbered:
                 tx.changed("observation", obs.id, "update")
-            # The import's own reindexers: a session's entry is dated by its activity, and an
-            # observation's carries its position (recall finds neighbours by it).
-            await self._reindexers["sessions"](tx, recounted)
+            # The import's own reindexers: a session's entry is dated by its latest observation
+            # (stored after the session's row), and an observation's carries its position (recall
+            # finds neighbours by it).
+            await self._reindexers["sessions"](tx, await sessions.get_many(chunk))
             await self._reindexers["observations"](tx, renumbered)
 
     @staticmethod

@@ -1,0 +1,71 @@
+"""A session's search document is dated when its conversation happened, not when it was stored."""
+
+from __future__ import annotations
+
+from mcp import Client
+
+from mcp_memory.config import Settings
+from mcp_memory.server import build_server
+from tests.conftest import FakeClock, call
+from tests.test_tools_operations import export_document
+
+SESSION = "chat-may"
+MAY = {"since": "2023-05-01T00:00:00Z", "until": "2023-06-01T00:00:00Z"}
+
+
+async def import_may_chat(client: Client) -> None:
+    """A conversation from May 2023 recorded today (the clock says 2026), ended and summarised."""
+    turns = [
+        ("Caroline: we picked the zanzibar layout for the shelter's website", "2023-05-07T18:00:00Z"),
+        ("Melanie: the zanzibar layout loads fast on phones too", "2023-05-08T09:30:00Z"),
+    ]
+    for content, at in turns:
+        await call(client, "memory_observe", content=content, session_id=SESSION, occurred_at=at, type="conversation")
+    bye = {"occurred_at": "2023-05-08T09:31:00Z", "end_session": True}
+    await call(client, "memory_observe", content="Caroline: bye!", session_id=SESSION, **bye)
+    await call(client, "memory_crystallize", session_id=SESSION)
+
+
+async def sessions_found(client: Client, **window: str) -> list[str]:
+    """The sessions memory_recall finds for the conversation's words within `window` (since / until)."""
+    found = await call(client, "memory_recall", query="zanzibar layout", **window)
+    return [hit["id"] for hit in found["hits"] if hit["kind"] == "session"]
+
+
+async def test_a_summarised_session_is_found_in_the_month_its_turns_happened(client: Client) -> None:
+    await import_may_chat(client)
+
+    assert await sessions_found(client, **MAY) == [SESSION]
+    # stored today, but nothing of it happened this year
+    assert await sessions_found(client, since="2026-01-01T00:00:00Z") == []
+
+
+async def test_a_session_with_undated_turns_is_dated_by_its_latest_one(client: Client, clock: FakeClock) -> None:
+    await call(client, "memory_observe", content="Picked the zanzibar layout.", session_id="live")
+    clock.advance(days=3)
+    await call(client, "memory_observe", content="The zanzibar layout shipped.", session_id="live", end_session=True)
+    await call(client, "memory_crystallize", session_id="live")
+
+    assert await sessions_found(client, since="2026-01-07T00:00:00Z") == ["live"]
+    assert await sessions_found(client, until="2026-01-07T00:00:00Z") == []
+
+
+async def test_an_imported_session_keeps_its_date(client: Client, settings: Settings, clock: FakeClock) -> None:
+    await import_may_chat(client)
+    document = await export_document(client)
+
+    other = settings.model_copy(update={"db": settings.db.with_name("other.db")})
+    async with Client(build_server(other, clock)) as imported:
+        await call(imported, "memory_import", document=document)
+        assert await sessions_found(imported, **MAY) == [SESSION]
+
+
+async def test_a_folded_session_is_dated_by_its_folded_turns_too(settings: Settings, clock: FakeClock) -> None:
+    capped = settings.model_copy(update={"observation_cap": 2})
+    async with Client(build_server(capped, clock)) as client:
+        for day in range(1, 6):  # the low-importance notes of 1-3 May fold into the digest
+            content = f"zanzibar layout note {day}"
+            at = f"2023-05-0{day}T12:00:00Z"
+            await call(client, "memory_observe", content=content, session_id="notes", occurred_at=at)
+        assert await sessions_found(client, **MAY) == ["notes"]
+        assert await sessions_found(client, since="2023-05-06T00:00:00Z") == []
