@@ -262,7 +262,7 @@ async def _populate(n: int, db: Path) -> dict[str, Any]:
     from mcp_memory.repositories.observations import ObservationRepository
     from mcp_memory.repositories.sessions import SessionRepository
     from mcp_memory.services.compress import TYPE_IMPORTANCE, compress
-    from mcp_memory.services.episodic import observation_doc
+    from mcp_memory.services.episodic_docs import observation_doc
 
     t0 = time.perf_counter()
     corpus = Corpus()

@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-import re
 from collections.abc import AsyncIterator, Sequence
 from datetime import datetime
 
-from mcp_memory.clock import from_iso, to_iso
+from mcp_memory.clock import to_iso
 from mcp_memory.db import Conn, Database, Tx
 from mcp_memory.errors import ConflictError, InvalidInputError
 from mcp_memory.ids import new_id, scoped_session_id
@@ -24,87 +23,13 @@ from mcp_memory.repositories.meta import MetaRepository
 from mcp_memory.repositories.observations import ObservationRepository
 from mcp_memory.repositories.sessions import SessionRepository
 from mcp_memory.services.common import Deps, Service, check_session_id, idle_cutoff, moment, time_window
-from mcp_memory.services.compress import TYPE_IMPORTANCE, compact_line, compress, shorten
+from mcp_memory.services.compress import TYPE_IMPORTANCE, compress, shorten
+from mcp_memory.services.episodic_docs import digest_line, observation_doc, session_docs
 from mcp_memory.services.index_docs import DocSpec
 from mcp_memory.services.relations import drop_relations
 
-CONTENT_INDEX_CHARS = 8_000
-"""Content beyond this is stored but not indexed: a huge tool output would drown its own title."""
-
 DIGEST_CHARS = 6_000
-_DIGEST_TIME = re.compile(r"- (?:(\d{4}-\d{2}-\d{2}) )?(\d{2}:\d{2}) \[")
 SESSION_STATUSES = ("active", "idle", "open", "ended", "all")
-
-
-def observation_doc(obs: Observation) -> DocSpec:
-    """The index document of an observation: the head of its content plus whatever of its title,
-    facts, concepts and files the content does not already say (extracted ones mostly repeat it,
-    and indexing them again would only double their words)."""
-    content = obs.content[:CONTENT_INDEX_CHARS]
-    folded = content.casefold()
-    extra = [
-        piece
-        for piece in (obs.title, *obs.facts, *obs.concepts, *obs.files)
-        if piece.rstrip("…").casefold() not in folded
-    ]
-    return DocSpec(
-        doc_id=obs.id,
-        kind="observation",
-        subtype=obs.type,
-        project=obs.project,
-        session_id=obs.session_id,
-        at=obs.occurred_at or obs.created_at,
-        fields=((content, 1), ("\n".join(extra), 1)),
-        seq=obs.seq,
-        weight=obs.importance,
-        dated=True,
-    )
-
-
-def digest_line(obs: Observation, session_start: str) -> str:
-    """A folded observation's line in its session's digest: the minute it was made (with the date
-    only when that is not the session's first day), its type, title and first facts."""
-    when = obs.occurred_at or obs.created_at
-    stamp = when[11:16] if when[:10] == session_start[:10] else f"{when[:10]} {when[11:16]}"
-    return f"- {stamp} [{obs.type}] {compact_line(obs.title, obs.facts, 160)}"
-
-
-def digest_line_minute(line: str, session_start: str) -> str | None:
-    """The minute (`YYYY-MM-DDTHH:MM`, UTC) a digest line's observation was made; None for a line
-    with no time (folded before lines carried one) and for the `…` of a shortened digest."""
-    found = _DIGEST_TIME.match(line)
-    return None if found is None else f"{found[1] or session_start[:10]}T{found[2]}"
-
-
-def session_doc(session: Session, latest: str | None) -> DocSpec | None:
-    """The index document of a session, once it has a summary or a folded digest to search.
-
-    It is dated when the latest of its observations happened (`latest`, or a folded one), as they
-    are: a conversation imported today from last May is last May's, not today's.
-    """
-    if not session.summary and not session.folded_digest:
-        return None
-    minutes = [
-        m for line in (session.folded_digest or "").split("\n") if (m := digest_line_minute(line, session.started_at))
-    ]
-    times = [t for t in (latest, max(minutes, default=None)) if t]
-    return DocSpec(
-        doc_id=session.id,
-        kind="session",
-        project=session.project,
-        session_id=session.id,
-        at=max(to_iso(from_iso(t)) for t in times) if times else session.last_activity_at,
-        fields=((session.title or "", 1), (session.summary or "", 1), (session.folded_digest or "", 1)),
-        seq=-1,  # the session itself: a strong match lifts the session's records (search/ranking.py)
-        dated=True,
-    )
-
-
-async def session_docs(conn: Conn, sessions: Sequence[Session]) -> dict[str, DocSpec | None]:
-    """The index documents of `sessions` by id (None for one with nothing to search)."""
-    searchable = [s.id for s in sessions if s.summary or s.folded_digest]
-    latest = await ObservationRepository(conn).latest_times(searchable) if searchable else {}
-    return {s.id: session_doc(s, latest.get(s.id)) for s in sessions}
 
 
 class EpisodicService(Service):

@@ -22,7 +22,7 @@ from mcp_memory.repositories.relations import RecordNames
 from mcp_memory.repositories.sessions import SessionRepository
 from mcp_memory.services.common import GLOBAL_PROJECT, Service, time_window
 from mcp_memory.services.compress import shorten
-from mcp_memory.services.episodic import digest_line_minute, observation_doc, session_docs
+from mcp_memory.services.episodic_docs import digest_line_minute, observation_doc, session_docs
 from mcp_memory.services.index_build import FORGET_ACTION
 from mcp_memory.services.memories import memory_doc
 from mcp_memory.services.relations import drop_relations

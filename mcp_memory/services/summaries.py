@@ -26,7 +26,7 @@ from mcp_memory.repositories.outcomes import OutcomeRepository
 from mcp_memory.repositories.sessions import SessionRepository
 from mcp_memory.services.common import Service, idle_cutoff
 from mcp_memory.services.compress import counted, shorten
-from mcp_memory.services.episodic import session_docs
+from mcp_memory.services.episodic_docs import session_docs
 
 SUMMARY_CHARS = 2_000
 SUMMARY_HEADER = re.compile(r"^.*: \d+ observations?, [\d-]{10} [\d:]{5} to [\d-]{10} [\d:]{5}\.$")
