@@ -7,9 +7,12 @@ from datetime import UTC, datetime
 
 import pytest
 from mcp import Client
+from rank_bm25 import BM25Okapi
 
 from mcp_memory.config import Settings
+from mcp_memory.context import open_app
 from mcp_memory.search.dates import query_tokens, record_tokens
+from mcp_memory.search.postings import decode_terms
 from tests.conftest import FakeClock, call
 
 # Monday 8 May 2023, mid-afternoon
@@ -191,3 +194,40 @@ async def test_date_tokens_do_not_lengthen_a_record(client: Client, settings: Se
 
     # BM25 normalises by the words a record holds: walk, coastal, path, yesterday (not its 8 date tokens)
     assert length == 4
+
+
+async def test_okapi_scores_of_dated_records_equal_rank_bm25s_with_lengths_of_words(settings: Settings) -> None:
+    """Dated records score as rank-bm25 scores their stored terms (dates included, in queries too)
+    once its record lengths are, like ours, their words alone."""
+    turns = [
+        ("Walked the coastal path yesterday with Melanie.", "2023-05-08T10:00:00Z"),
+        ("The support group met again; Caroline spoke.", "2023-05-08T19:00:00Z"),
+        ("Painted the lake at sunrise last week.", "2023-05-20T08:00:00Z"),
+        ("Walked to the support group in the rain.", "2023-06-02T18:00:00Z"),
+        ("Booked the camping trip for June.", "2023-06-02T21:00:00Z"),
+    ]
+    async with open_app(settings) as app:
+        await app.deps.builder.ensure_built(app.deps.db)
+        for text, at in turns:
+            await app.episodic.observe("test", text, occurred_at=at)
+        index, partition = app.deps.index, app.deps.index.partition("test")
+        assert partition is not None
+        names = {term_id: term for term, term_id in index.vocab.items()}
+        with sqlite3.connect(settings.db) as conn:
+            rows = [(key, decode_terms(blob)) for key, blob in conn.execute("SELECT doc_id, terms FROM search_docs")]
+        corpus = [
+            [names[t] for t, f in zip(pairs["t"].tolist(), pairs["f"].tolist(), strict=True) for _ in range(f)]
+            for _, pairs in rows
+        ]
+        naive = BM25Okapi(corpus, k1=settings.bm25_k1, b=settings.bm25_b)
+        naive.doc_len = [sum(not term.startswith("@") for term in doc) for doc in corpus]
+        naive.avgdl = sum(naive.doc_len) / len(corpus)
+        for query in ("walked the support group on 8 May 2023", "what happened in June 2023", "coastal path"):
+            terms = index.query_terms(query, MAY_8.timestamp() + 86_400 * 60)
+            assert any(names[t].startswith("@") for t in terms) or query == "coastal path"
+            docs, scores = partition.scores(terms)
+            ours = {partition.keys[d]: s for d, s in zip(docs.tolist(), scores.tolist(), strict=True) if s > 0}
+            expected = naive.get_scores([names[t] for t in terms])
+            assert ours == pytest.approx(
+                {key: s for (key, _), s in zip(rows, expected, strict=True) if s > 0}, rel=1e-12
+            )
