@@ -24,7 +24,7 @@ from mcp_memory.repositories.observations import ObservationRepository
 from mcp_memory.repositories.sessions import SessionRepository
 from mcp_memory.services.common import Deps, Service, check_session_id, idle_cutoff, moment, time_window
 from mcp_memory.services.compress import TYPE_IMPORTANCE, compress, shorten
-from mcp_memory.services.episodic_docs import digest_line, observation_doc, session_docs
+from mcp_memory.services.episodic_docs import digest_line, observation_doc, session_doc_of, session_docs
 from mcp_memory.services.index_docs import DocSpec
 from mcp_memory.services.relations import drop_relations
 
@@ -179,7 +179,7 @@ class EpisodicService(Service):
             digest = "…\n" + digest[-DIGEST_CHARS:].split("\n", 1)[-1]
         await sessions.add_folded(session_id, digest, len(victims), now)
         tx.changed("session", session_id, "fold")  # other processes and the index cache re-read its digest
-        spec = (await session_docs(tx, [await sessions.get(session_id, project)]))[session_id]
+        spec = await session_doc_of(tx, await sessions.get(session_id, project))
         if spec is not None:
             await self.deps.indexer.put(tx, spec)
         return ids

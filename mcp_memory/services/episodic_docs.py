@@ -88,3 +88,8 @@ async def session_docs(conn: Conn, sessions: Sequence[Session]) -> dict[str, Doc
     searchable = [s.id for s in sessions if s.summary or s.folded_digest]
     latest = await ObservationRepository(conn).latest_times(searchable) if searchable else {}
     return {s.id: session_doc(s, latest.get(s.id)) for s in sessions}
+
+
+async def session_doc_of(conn: Conn, session: Session) -> DocSpec | None:
+    """The index document of one session (None when it has nothing to search)."""
+    return (await session_docs(conn, [session]))[session.id]

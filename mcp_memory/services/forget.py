@@ -22,7 +22,7 @@ from mcp_memory.repositories.relations import RecordNames
 from mcp_memory.repositories.sessions import SessionRepository
 from mcp_memory.services.common import GLOBAL_PROJECT, Service, time_window
 from mcp_memory.services.compress import shorten
-from mcp_memory.services.episodic_docs import digest_line_minute, observation_doc, session_docs
+from mcp_memory.services.episodic_docs import digest_line_minute, observation_doc, session_doc_of
 from mcp_memory.services.index_build import FORGET_ACTION
 from mcp_memory.services.memories import memory_doc
 from mcp_memory.services.relations import drop_relations
@@ -185,7 +185,7 @@ class ForgetService(Service):
             renumbered += await observations.close_gaps(session_id, positions)
             await sessions.remove_observations(session_id, len(gone) + len(cut), title, quoted, now)
             tx.changed("session", session_id, "update")
-            spec = (await session_docs(tx, [await sessions.get(session_id, project)]))[session_id]
+            spec = await session_doc_of(tx, await sessions.get(session_id, project))
             if spec is None:
                 await self.deps.indexer.drop(tx, [session_id])
             else:

@@ -26,7 +26,7 @@ from mcp_memory.repositories.outcomes import OutcomeRepository
 from mcp_memory.repositories.sessions import SessionRepository
 from mcp_memory.services.common import Service, idle_cutoff
 from mcp_memory.services.compress import counted, shorten
-from mcp_memory.services.episodic_docs import session_docs
+from mcp_memory.services.episodic_docs import session_doc_of
 
 SUMMARY_CHARS = 2_000
 SUMMARY_HEADER = re.compile(r"^.*: \d+ observations?, [\d-]{10} [\d:]{5} to [\d-]{10} [\d:]{5}\.$")
@@ -111,7 +111,7 @@ class SummaryService(Service):
         await SessionRepository(tx).set_summary(session.id, text, source, now, title)
         tx.changed("session", session.id, "crystallize")
         stored = session.model_copy(update={"summary": text, "title": title, "summarized_at": now})
-        spec = (await session_docs(tx, [stored]))[session.id]
+        spec = await session_doc_of(tx, stored)
         if spec is not None:
             await self.deps.indexer.put(tx, spec)
         return SessionSummaryView(session_id=session.id, title=title, summary=text, source=source, changed=True)
