@@ -305,7 +305,8 @@ class OperationsService(Service):
             tally.count(spec.name, outcome)
         reindex = self._reindexers.get(spec.name)
         if reindex is not None and touched:
-            await reindex(tx, touched)
+            if spec.name != "sessions":  # indexed once settled, when their observations are stored too
+                await reindex(tx, touched)
             tally.reindexed += len(touched)
         tally.rows += len(chunk)
 
