@@ -69,3 +69,25 @@ async def test_a_folded_session_is_dated_by_its_folded_turns_too(settings: Setti
             await call(client, "memory_observe", content=content, session_id="notes", occurred_at=at)
         assert await sessions_found(client, **MAY) == ["notes"]
         assert await sessions_found(client, since="2023-05-06T00:00:00Z") == []
+
+
+async def test_a_summarised_session_continued_later_is_found_then_too(client: Client) -> None:
+    await import_may_chat(client)
+    june = {"since": "2023-06-01T00:00:00Z", "until": "2023-07-01T00:00:00Z"}
+    assert await sessions_found(client, **june) == []
+
+    # the conversation picks up again in June: its summary now reaches into June
+    later = {"session_id": SESSION, "occurred_at": "2023-06-12T10:00:00Z"}
+    await call(client, "memory_observe", content="Caroline: back from holiday", **later)
+
+    assert await sessions_found(client, **june) == [SESSION]
+    assert await sessions_found(client, **MAY) == []  # one date per document: its latest turn's
+
+
+async def test_an_earlier_turn_added_later_leaves_the_session_date(client: Client) -> None:
+    await import_may_chat(client)
+    earlier = {"session_id": SESSION, "occurred_at": "2023-05-02T10:00:00Z"}
+    await call(client, "memory_observe", content="Melanie: a turn remembered late", **earlier)
+
+    assert await sessions_found(client, **MAY) == [SESSION]
+    assert await sessions_found(client, until="2023-05-07T00:00:00Z") == []

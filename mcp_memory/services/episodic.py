@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Sequence
 from datetime import datetime
 
-from mcp_memory.clock import to_iso
+from mcp_memory.clock import epoch, to_iso
 from mcp_memory.db import Conn, Database, Tx
 from mcp_memory.errors import ConflictError, InvalidInputError
 from mcp_memory.ids import new_id, scoped_session_id
@@ -21,6 +21,7 @@ from mcp_memory.models.results import (
 )
 from mcp_memory.repositories.meta import MetaRepository
 from mcp_memory.repositories.observations import ObservationRepository
+from mcp_memory.repositories.search_docs import SearchDocRepository
 from mcp_memory.repositories.sessions import SessionRepository
 from mcp_memory.services.common import Deps, Service, check_session_id, idle_cutoff, moment, time_window
 from mcp_memory.services.compress import TYPE_IMPORTANCE, compress, shorten
@@ -91,6 +92,8 @@ class EpisodicService(Service):
             await self.deps.indexer.put(tx, observation_doc(obs))
             kept = session.observation_count - session.folded_count + 1
             folded = len(await self._enforce_cap(tx, session.id, project, kept, keep=obs.id, now=now))
+            if not folded and (session.summary or session.folded_digest):
+                await self._redate_session(tx, session.id, project, obs.occurred_at or obs.created_at)
             if end_session:
                 await sessions.end(session.id, now)
                 tx.changed("session", session.id, "end")
@@ -154,6 +157,16 @@ class EpisodicService(Service):
         await repo.add(session)
         tx.changed("session", session.id, "create")
         return session, True
+
+    async def _redate_session(self, tx: Tx, session_id: str, project: str, when: str) -> None:
+        """Move a searchable session's date to a turn later than its latest one (a folded session
+        is re-dated as it folds): a summary stays findable in the weeks it was continued in."""
+        stored = await SearchDocRepository(tx).get_many([session_id])
+        if stored and stored[0].at >= epoch(when):
+            return
+        spec = await session_doc_of(tx, await SessionRepository(tx).get(session_id, project))
+        if spec is not None:
+            await self.deps.indexer.put(tx, spec)
 
     async def _enforce_cap(
         self, tx: Tx, session_id: str, project: str, kept: int, keep: str | None, now: str
