@@ -1,9 +1,10 @@
-"""A session's search document is dated when its conversation happened, not when it was stored."""
+"""A session is dated by when its conversation happened, not when it was stored: in search, lists and forget."""
 
 from __future__ import annotations
 
 from mcp import Client
 
+from mcp_memory.clock import to_iso
 from mcp_memory.config import Settings
 from mcp_memory.server import build_server
 from tests.conftest import FakeClock, call
@@ -91,3 +92,31 @@ async def test_an_earlier_turn_added_later_leaves_the_session_date(client: Clien
 
     assert await sessions_found(client, **MAY) == [SESSION]
     assert await sessions_found(client, until="2023-05-07T00:00:00Z") == []
+
+
+async def test_sessions_list_when_their_conversation_happened(client: Client, clock: FakeClock) -> None:
+    await import_may_chat(client)
+    await call(client, "memory_observe", content="Live note.", session_id="live")
+
+    listed = {s["id"]: s for s in (await call(client, "memory_sessions"))["sessions"]}
+
+    may = listed[SESSION]
+    assert (may["first_happened_at"], may["last_happened_at"]) == (
+        "2023-05-07T18:00:00.000000Z",
+        "2023-05-08T09:31:00.000000Z",
+    )
+    assert may["started_at"] == to_iso(clock.now)  # recorded today
+    assert listed["live"]["first_happened_at"] == listed["live"]["last_happened_at"] == to_iso(clock.now)
+
+
+async def test_forgetting_a_window_takes_the_sessions_that_began_in_it(client: Client, clock: FakeClock) -> None:
+    await import_may_chat(client)
+    await call(client, "memory_observe", content="Live note.", session_id="live")
+
+    today = await call(client, "memory_forget", kind="session", since=to_iso(clock.now), dry_run=True)
+    may = await call(client, "memory_forget", kind="session", **MAY)
+
+    assert today["deleted"]["session"] == ["live"]  # the imported conversation is not today's
+    assert may["deleted"]["session"] == [SESSION]
+    assert len(may["deleted"]["observation"]) == 3
+    assert [s["id"] for s in (await call(client, "memory_sessions"))["sessions"]] == ["live"]

@@ -80,9 +80,14 @@ class SessionView(BaseModel):
         description="active: open and recently used; idle: open but unused for session_idle_minutes; ended."
     )
     agent_id: str | None
-    started_at: str
+    started_at: str = Field(description="When the server started the session (its first observation was recorded).")
     last_activity_at: str
     ended_at: str | None
+    first_happened_at: str | None = Field(
+        description="When its earliest kept observation happened (occurred_at, else when recorded): "
+        "for imported history, when the conversation began."
+    )
+    last_happened_at: str | None = Field(description="When its latest kept observation happened.")
     observation_count: int = Field(description="Observations kept in the session.")
     recorded_count: int = Field(description="Observations ever recorded, including those folded away.")
     folded_count: int = Field(description="Observations folded into the session digest to respect the cap.")

@@ -172,14 +172,15 @@ class ObservationRepository(Repository):
         )
         return [_obs(r) for r in rows]
 
-    async def latest_times(self, session_ids: Sequence[str]) -> dict[str, str]:
-        """When the latest observation of each session happened (occurred_at, else when it was recorded)."""
+    async def spans(self, session_ids: Sequence[str]) -> dict[str, tuple[str, str]]:
+        """When the first and the latest kept observation of each session happened (occurred_at,
+        else when it was recorded); a session with none kept is left out."""
         rows = await self.conn.fetchall(
-            f"SELECT session_id, max({_WHEN}) FROM observations "
+            f"SELECT session_id, min({_WHEN}), max({_WHEN}) FROM observations "
             "WHERE session_id IN (SELECT value FROM json_each(?)) GROUP BY session_id",
             (dump_json(list(session_ids)),),
         )
-        return {r[0]: r[1] for r in rows}
+        return {r[0]: (r[1], r[2]) for r in rows}
 
     async def ids_in_session(self, session_id: str) -> list[str]:
         rows = await self.conn.fetchall("SELECT id FROM observations WHERE session_id = ?", (session_id,))

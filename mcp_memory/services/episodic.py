@@ -215,6 +215,7 @@ class EpisodicService(Service):
         cutoff = idle_cutoff(self.now(), self.settings.session_idle_minutes)
         async with self.db.read() as conn:
             found, total = await SessionRepository(conn).page(project, status, cutoff, limit, offset)
+            spans = await ObservationRepository(conn).spans([s.id for s in found])
         views = [
             SessionView(
                 id=s.id,
@@ -224,6 +225,8 @@ class EpisodicService(Service):
                 started_at=s.started_at,
                 last_activity_at=s.last_activity_at,
                 ended_at=s.ended_at,
+                first_happened_at=spans[s.id][0] if s.id in spans else None,
+                last_happened_at=spans[s.id][1] if s.id in spans else None,
                 observation_count=s.observation_count - s.folded_count,
                 recorded_count=s.observation_count,
                 folded_count=s.folded_count,

@@ -86,8 +86,8 @@ def session_doc(session: Session, latest: str | None) -> DocSpec | None:
 async def session_docs(conn: Conn, sessions: Sequence[Session]) -> dict[str, DocSpec | None]:
     """The index documents of `sessions` by id (None for one with nothing to search)."""
     searchable = [s.id for s in sessions if s.summary or s.folded_digest]
-    latest = await ObservationRepository(conn).latest_times(searchable) if searchable else {}
-    return {s.id: session_doc(s, latest.get(s.id)) for s in sessions}
+    spans = await ObservationRepository(conn).spans(searchable) if searchable else {}
+    return {s.id: session_doc(s, spans[s.id][1] if s.id in spans else None) for s in sessions}
 
 
 async def session_doc_of(conn: Conn, session: Session) -> DocSpec | None:

@@ -258,7 +258,7 @@ class ForgetService(Service):
                 if session_id is not None and since is None and until is None:
                     plan.sessions.append(session_id)
                 elif session_id is None:
-                    plan.sessions += await sessions.ids_started_between(project, since, until)
+                    plan.sessions += await sessions.ids_begun_between(project, since, until)
         for session in plan.sessions:
             plan.observations += await observations.ids_in_session(session)
             plan.digest_lines.pop(session, None)  # the whole session goes

@@ -18,7 +18,6 @@ from mcp_memory.tools._common import (
     OccurredAt,
     Project,
     Ref,
-    When,
     app_of,
     make_tool,
 )
@@ -100,6 +99,12 @@ async def memory_smart_search(
     )
 
 
+_BY = (
+    " Observations and memories match by when they happened (occurred_at, else when recorded), sessions by when"
+    " their earliest observation happened, lessons by when first saved."
+)
+
+
 async def memory_forget(
     ctx: Ctx,
     ids: Annotated[Ids | None, Field(description="Records to delete, of any kind (observation, memory, …).")] = None,
@@ -107,8 +112,12 @@ async def memory_forget(
         Literal["observation", "memory", "session", "lesson"] | None, Field(description="Filter: only this kind.")
     ] = None,
     session_id: Annotated[str | None, Field(max_length=128, description="Filter: only this session.")] = None,
-    since: When = None,
-    until: When = None,
+    since: Annotated[
+        str | None, Field(max_length=40, description="Filter: from this ISO-8601 date or time." + _BY)
+    ] = None,
+    until: Annotated[
+        str | None, Field(max_length=40, description="Filter: up to this ISO-8601 date (the whole day) or time." + _BY)
+    ] = None,
     dry_run: Annotated[bool, Field(description="Only report what would be deleted.")] = False,
     project: Project = None,
 ) -> ForgetResult:
