@@ -159,3 +159,20 @@ async def test_text_arguments_that_look_like_json_stay_text(client: Client) -> N
     assert observed["session_id"] == "null"
     assert searched["query"] == '{"error": "timeout"} [8080]'
     assert tagged["concepts"] == ["alpha", "beta"]
+
+
+@pytest.mark.parametrize(
+    ("zone", "occurred_at"),
+    [("America/New_York", "0001-01-01T03:00:00Z"), ("Asia/Tokyo", "9999-12-31T20:00:00Z"), ("UTC", "0001-01-01")],
+)
+async def test_a_record_on_the_calendars_first_or_last_day_is_stored_in_any_time_zone(
+    settings: Settings, clock: FakeClock, zone: str, occurred_at: str
+) -> None:
+    # New York's 1 January of the year 1 began in the year 0, Tokyo's 31 December 9999 ends in 10000
+    zoned = settings.model_copy(update={"timezone": zone})
+    async with Client(build_server(zoned, clock)) as client:
+        text = "harbour records, as noted yesterday and a year ago"
+        stored = await call(client, "memory_observe", content=text, occurred_at=occurred_at)
+
+        found = await call(client, "memory_recall", query="harbour records")
+        assert [h["id"] for h in found["hits"]] == [stored["id"]]

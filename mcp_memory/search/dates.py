@@ -12,8 +12,11 @@ their days and months without the year (`@--05-08`, `@--05`).
 
 from __future__ import annotations
 
+import contextlib
 import re
 from datetime import UTC, date, datetime, timedelta, tzinfo
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 PREFIX = "@"
 """Every date token starts with this; the analyzer never produces it, so they cannot collide."""
@@ -95,13 +98,26 @@ def record_tokens(text: str, at: float | None, zone: tzinfo = UTC) -> list[str]:
     it fell on in `zone`."""
     if at is None:
         return []
-    day = datetime.fromtimestamp(at, zone).date()
+    day = local_day(at, zone)
     tokens = day_tokens(day)
     for match in _relative_matches(text):
-        tokens += _resolve(match, day)
+        # "yesterday" on the calendar's first day names no day (OverflowError), nor "a year ago" in
+        # the year 1 a year ("@0000")
+        with contextlib.suppress(OverflowError):
+            tokens += [token for token in _resolve(match, day) if token[1] != "-" and token[1:5] != "0000"]
     # and each day and month again without its year, for questions that name none: `@--05-07`, `@--05`
     tokens += [f"{PREFIX}--{token[6:]}" for token in tokens if len(token) in (8, 11)]
     return list(dict.fromkeys(tokens))  # a date named twice is still one date
+
+
+def local_day(at: float, zone: tzinfo) -> date:
+    """The day epoch second `at` falls on in `zone`; the UTC day where the zone's offset would leave
+    the years 1-9999 (a record dated on the calendar's first or last day)."""
+    moment = _EPOCH + timedelta(seconds=at)  # not fromtimestamp: some platforms refuse times before 1970
+    try:
+        return moment.astimezone(zone).date()
+    except (OverflowError, ValueError):
+        return moment.date()
 
 
 def query_tokens(text: str, now: datetime) -> list[str]:
