@@ -176,3 +176,16 @@ async def test_a_record_on_the_calendars_first_or_last_day_is_stored_in_any_time
 
         found = await call(client, "memory_recall", query="harbour records")
         assert [h["id"] for h in found["hits"]] == [stored["id"]]
+
+
+@pytest.mark.parametrize(
+    ("path", "says"),
+    [("out\x00.json", "NUL"), ("x" * 300 + ".json", "too long"), ("~no-such-user-here/out.json", "no-such-user-here")],
+)
+async def test_an_unusable_file_path_is_refused_naming_path(client: Client, path: str, says: str) -> None:
+    await call(client, "memory_save", content="Something to export.")
+
+    for tool in ("memory_export", "memory_import"):
+        message = await call_error(client, tool, path=path)
+        assert "path" in message
+        assert says in message

@@ -361,8 +361,14 @@ class OperationsService(Service):
             raise InvalidInputError(field, "file paths are disabled on this server; pass the document inline")
         if not path.strip():  # "" would be the current folder
             raise InvalidInputError(field, "must name a file; leave path out for an inline document")
-        target = await (await anyio.Path(path).expanduser()).absolute()
-        if await target.is_dir():
+        if "\x00" in path:
+            raise InvalidInputError(field, "must not contain a NUL character")
+        try:
+            target = await (await anyio.Path(path).expanduser()).absolute()
+            folder = await target.is_dir()
+        except (OSError, RuntimeError) as exc:  # a name too long; "~who" for a user this machine lacks
+            raise InvalidInputError(field, f"cannot use {path!r}: {getattr(exc, 'strerror', None) or exc}") from None
+        if folder:
             raise InvalidInputError(field, f"{target} is a folder; name a file")
         return target
 
