@@ -86,6 +86,9 @@ BROKEN: dict[str, tuple[Callable[[Tables], None], str]] = {
     "seen_count below 1": (edit("mistake_cards", seen_count=-3), "mistake_cards[0].seen_count: Input should be"),
     "priority 1e12": (edit("actions", priority=10**12), "actions[0].priority: Input should be less than or equal"),
     "observation_count -5": (edit("sessions", observation_count=-5), "sessions[0].observation_count: Input"),
+    # past what SQLite's integers hold: refused by name, not an OverflowError when it is written
+    "reinforcements 10^20": (edit("lessons", reinforcements=10**20), "lessons[0].reinforcements: Input should be"),
+    "seq 2^63": (edit("observations", seq=2**63), "observations[0].seq: Input should be less than or equal"),
     "empty content": (edit("memories", content=""), "memories[0].content: String should have at least 1 character"),
     "huge content": (edit("observations", content="x" * 100_001), "observations[0].content: must be at most 100000"),
     "huge memory": (edit("memories", content="x" * 20_001), "memories[0].content: must be at most 20000 characters"),

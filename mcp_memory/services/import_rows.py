@@ -54,8 +54,9 @@ def _one_of(allowed: Sequence[str]) -> AfterValidator:
 Agent = Annotated[str | None, Field(max_length=128)]
 Snake = Annotated[str, Field(pattern=r"^[a-z][a-z0-9_]{0,39}$")]  # every type, kind and task type
 Unit = Annotated[float, Field(ge=0, le=1)]
-Count = Annotated[int, Field(ge=0)]
-Ordinal = Annotated[int, Field(ge=1)]
+# Counts stay where SQLite's integers (and a JSON reader's exact doubles) hold them, with room to count on.
+Count = Annotated[int, Field(ge=0, le=2**53)]
+Ordinal = Annotated[int, Field(ge=1, le=2**53)]
 Title = Annotated[str | None, _at_most(300)]
 Ref = Annotated[str | None, _at_most(500)]
 Concepts = Annotated[list[Annotated[str, _at_most(100)]], Field(max_length=50)]
