@@ -307,3 +307,21 @@ async def test_a_session_summarised_down_to_its_header_still_compiles(client: Cl
     text = (await call(client, "memory_context"))["text"]
 
     assert "- 2026-01-05 ran the linter (1 observation)\n" in text
+
+
+async def test_blank_prompt_and_resource_arguments_count_as_not_given(client: Client) -> None:
+    # a client's prompt form sends "" for each field left empty; a resource URI may carry `?task_type=`
+    await call(client, "memory_slot_create", name="persona", content="Terse, cites files.", pinned=True)
+    await call(client, "memory_observe", content="Tuned the flaky export test.", session_id="s1")
+    blank = {"query": "", "task_type": " ", "project": ""}
+
+    start = await prompt_text(client, "session_start", blank)
+    end = await prompt_text(client, "session_end", {"session_id": "", "task": "", "project": ""})
+    context = await resource_text(client, "memory://context?project=&query=&task_type=&budget=")
+    slot = await resource_text(client, "memory://slots/persona?project=")
+
+    assert start == await prompt_text(client, "session_start")
+    assert end == await prompt_text(client, "session_end")
+    assert 'memory_crystallize(session_id="s1")' in end
+    assert context == await resource_text(client, "memory://context")
+    assert slot == "Terse, cites files."

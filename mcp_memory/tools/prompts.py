@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Annotated, Any
@@ -131,13 +132,15 @@ async def context_resource(
 ) -> str:
     """The compiled context as markdown, with what was left out for space and how to fetch it."""
     given = {"project": project, "query": query, "task_type": task_type, "budget": budget}
-    arguments = {key: value for key, value in given.items() if value is not None}
+    arguments = {key: value for key, value in given.items() if not _blank(value)}  # "?task_type=" gives none
     problem = _argument_problem(_CONTEXT_ARGUMENTS, arguments)
     if problem:
         raise ResourceError(problem)
     tokens = _CONTEXT_ARGUMENTS.arg_model.model_validate(arguments).model_dump()["budget"]  # "500" -> 500
     try:
-        compiled, _ = await compiled_context(ctx, project, query, task_type, tokens)
+        compiled, _ = await compiled_context(
+            ctx, arguments.get("project"), arguments.get("query"), arguments.get("task_type"), tokens
+        )
     except (MCPMemoryError, ToolError) as exc:
         raise ResourceError(str(exc)) from exc
     return compiled.text + left_out(compiled)
@@ -146,7 +149,7 @@ async def context_resource(
 async def slot_resource(ctx: Ctx, name: str, project: str | None = None) -> str:
     """The content of one slot."""
     try:
-        slot = await app_of(ctx).slots.get(await project_of(ctx, project), name)
+        slot = await app_of(ctx).slots.get(await project_of(ctx, None if _blank(project) else project), name)
     except NotFoundError as exc:
         raise ResourceNotFoundError(str(exc)) from exc
     except (MCPMemoryError, ToolError) as exc:
@@ -154,10 +157,17 @@ async def slot_resource(ctx: Ctx, name: str, project: str | None = None) -> str:
     return slot.content
 
 
+def _blank(value: object) -> bool:
+    """Whether a prompt or resource argument was left empty (None, or text of only spaces)."""
+    return value is None or (isinstance(value, str) and not value.strip())
+
+
 def check_prompt_arguments(prompts: Mapping[str, Callable[..., Awaitable[Any]]]) -> ServerMiddleware[Any]:
     """Server middleware: refuse an unknown prompt, or unknown or invalid arguments, naming what is wrong.
 
     The SDK raises a plain error for both, which reaches the client as "Internal server error".
+    A blank argument counts as not given: prompt arguments are text, and a client's form sends ""
+    for a field left empty.
     """
     arguments_of: dict[str, FuncMetadata] = {
         name: text_safe(func_metadata(fn, skip_names=["ctx"], structured_output=False)) for name, fn in prompts.items()
@@ -170,9 +180,12 @@ def check_prompt_arguments(prompts: Mapping[str, Callable[..., Awaitable[Any]]])
                 known = ", ".join(sorted(arguments_of))
                 raise MCPError(code=INVALID_PARAMS, message=f"name: unknown prompt {name!r}; prompts are {known}")
             arguments = ctx.params.get("arguments") or {}
-            problem = _argument_problem(meta, arguments) if isinstance(arguments, dict) else None
-            if problem:
-                raise MCPError(code=INVALID_PARAMS, message=problem)
+            if isinstance(arguments, dict):
+                given = {key: value for key, value in arguments.items() if not _blank(value)}
+                if len(given) < len(arguments):
+                    ctx = dataclasses.replace(ctx, params={**ctx.params, "arguments": given})
+                if problem := _argument_problem(meta, given):
+                    raise MCPError(code=INVALID_PARAMS, message=problem)
         return await call_next(ctx)
 
     return check
