@@ -13,7 +13,7 @@ from bisect import bisect_right
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
-__all__ = ["PrivacyFilter", "Redaction", "merge_counts", "without_markers"]
+__all__ = ["PrivacyFilter", "Redaction", "merge_counts", "says_something", "without_markers"]
 
 _PRIVATE_MARKER = "[private]"
 
@@ -280,6 +280,11 @@ def _strip_private(text: str, counts: dict[str, int]) -> str:
 def without_markers(text: str) -> str:
     """`text` with our own `[private]` / `[REDACTED:…]` markers taken out (to see what is left)."""
     return _MARKER.sub(" ", text)
+
+
+def says_something(text: str) -> bool:
+    """Whether cleaned `text` holds a letter or digit outside the markers of what was removed."""
+    return any(ch.isalnum() for ch in without_markers(text))
 
 
 class PrivacyFilter:

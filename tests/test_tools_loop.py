@@ -304,14 +304,19 @@ async def test_a_model_that_refuses_or_fails_in_legacy_mode_falls_back_to_the_ex
     assert (made["summary"], made["source"], made["changed"]) == (expected, "extractive", True)
 
 
+# answers that say nothing once cleaned: blank, punctuation, only a private part
+EMPTY_ANSWERS = ["   \n  ", "...\n-", "<private>the plan we agreed on</private>"]
+
+
 @pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("answer", EMPTY_ANSWERS)
 async def test_an_empty_model_answer_falls_back_to_the_extractive_summary(
-    shared: Shared, clock: FakeClock, mode: str
+    shared: Shared, clock: FakeClock, mode: str, answer: str
 ) -> None:
     server, plain = shared
     await observe_known_session(plain, clock)
     expected = await extractive_summary(plain)
-    model = ScriptedModel("   \n  ")
+    model = ScriptedModel(answer)
 
     async with Client(server, sampling_callback=model, mode=mode) as sampling:
         result = await call(sampling, "memory_crystallize", session_id=SESSION, force=True)
@@ -602,6 +607,20 @@ async def test_reflect_falls_back_to_the_rules_when_a_legacy_model_fails(
     assert len(model.asked) == 1
     assert (result["source"], result["lessons"]) == ("extractive", [])
     assert len(result["anti_patterns"]) == len(result["heuristics"]) == len(result["contradictions"]) == 1
+
+
+@pytest.mark.parametrize("answer", [*EMPTY_ANSWERS, "- [private]\n* <private>rule one is secret</private>"])
+async def test_a_model_answer_without_a_rule_saves_no_lesson(shared: Shared, clock: FakeClock, answer: str) -> None:
+    server, plain = shared
+    await build_reflection_history(plain, clock)
+    model = ScriptedModel(answer)
+
+    async with Client(server, sampling_callback=model, mode="legacy") as sampling:
+        result = await call(sampling, "memory_reflect")
+
+    assert len(model.asked) == 1
+    assert (result["source"], result["lessons"]) == ("extractive", [])
+    assert (await call(plain, "memory_lessons", kinds=["lesson"]))["lessons"] == []
 
 
 # -- consolidate --------------------------------------------------------------------------------------------

@@ -16,7 +16,7 @@ from mcp_memory.config import Settings
 from mcp_memory.db import Database
 from mcp_memory.errors import InvalidInputError
 from mcp_memory.ids import PREFIXES, kind_of
-from mcp_memory.privacy import PrivacyFilter, without_markers
+from mcp_memory.privacy import PrivacyFilter, says_something, without_markers
 from mcp_memory.search.index import SearchIndex
 from mcp_memory.services.embedding import Embedder
 from mcp_memory.services.index_build import IndexBuilder
@@ -109,7 +109,7 @@ class Scrubber:
     def required(self, field: str, value: str) -> str:
         """Scrub a required text; refuse it when no letter or digit is left outside private or secret parts."""
         result = self._privacy.clean(value)
-        if not any(ch.isalnum() for ch in without_markers(result.text)):
+        if not says_something(result.text):
             if result.counts:
                 raise InvalidInputError(field, "must contain text other than private or secret parts")
             raise InvalidInputError(field, "must contain text (letters or digits)")

@@ -27,6 +27,7 @@ from mcp_memory.models.learning import LessonView
 from mcp_memory.models.loop import ReflectResult, SummarySource
 from mcp_memory.models.organising import RelationView
 from mcp_memory.models.records import Lesson, Memory, Observation, Outcome, Relation
+from mcp_memory.privacy import says_something
 from mcp_memory.repositories.memories import MemoryRepository
 from mcp_memory.repositories.meta import MetaRepository
 from mcp_memory.repositories.observations import ObservationRepository
@@ -84,10 +85,11 @@ class ReflectService(Service):
             heuristics_found = await self._recurring_sequences(tx, project, outcomes)
             contradictions, conflicting = await self._contradictions(tx, project, memories)
             source: SummarySource = "extractive"
-            if model_rules and model_rules.strip():
-                source = "sampling"
+            if model_rules:
                 evidence = [o.id for o in observations] + [o.id for o in outcomes]
                 proposed = self._learned(await self._model_rules(tx, project, model_rules, evidence))
+                if proposed:  # a reply with no usable rule taught nothing: the result is the rule-based one
+                    source = "sampling"
             insights = _insights(observations, outcomes, len(anti_found), len(heuristics_found), conflicting)
             if session_id is None and (observations or outcomes or memories):
                 await self._keep_on_profile(tx, project, insights)
@@ -292,7 +294,7 @@ class ReflectService(Service):
             await self._learn_once(
                 tx, project, shorten(rule, 400), kind="lesson", context=None, evidence=evidence, via="sampling"
             )
-            for rule in [r for r in rules if len(r) >= 8][:5]
+            for rule in [r for r in rules if len(r) >= 8 and says_something(r)][:5]
         ]
 
     async def _learn_once(

@@ -21,6 +21,7 @@ from mcp_memory.errors import InvalidInputError
 from mcp_memory.ids import public_id
 from mcp_memory.models.loop import CrystallizeResult, SessionSummaryView, SummarySource
 from mcp_memory.models.records import Observation, Outcome, Session
+from mcp_memory.privacy import says_something
 from mcp_memory.repositories.observations import ObservationRepository
 from mcp_memory.repositories.outcomes import OutcomeRepository
 from mcp_memory.repositories.sessions import SessionRepository
@@ -104,8 +105,9 @@ class SummaryService(Service):
             return None
         source: SummarySource = "extractive"
         text = self.draft(session, observations, outcomes)
-        if model_summary and model_summary.strip():
-            text, source = shorten_lines(self.scrubber().text(model_summary.strip()), SUMMARY_CHARS), "sampling"
+        sampled = shorten_lines(self.scrubber().text(model_summary.strip()), SUMMARY_CHARS) if model_summary else ""
+        if says_something(sampled):  # a reply of only private parts or punctuation keeps the extractive summary
+            text, source = sampled, "sampling"
         title = session.title or _title_for(observations)
         now = self.now_iso()
         await SessionRepository(tx).set_summary(session.id, text, source, now, title)
