@@ -43,6 +43,13 @@ Observations, in order:
 {observations}"""
 
 _HIGHLIGHT_TYPES = {"discovery", "preference", "note", "file_change"}
+_MAY_FIX = {"note", "file_change", "decision", "discovery", "tool_use"}
+"""Types an agent also records a fix as, when it does not call it a fix."""
+_SAYS_FIXED = re.compile(
+    r"\b(?:fix(?:ed|es)?|resolv(?:ed|es)|solv(?:ed|es)|worked|works (?:now|again)|working again|"
+    r"pass(?:es|ed|ing)?(?: again)?|workaround|repaired|no longer)\b",
+    re.IGNORECASE,
+)
 
 
 class SummaryService(Service):
@@ -166,7 +173,8 @@ class SummaryService(Service):
             verdict = "succeeded" if outcome.success else "failed"
             lines.append(f"Outcome: {shorten(outcome.task, 120)} {verdict} (score {outcome.score or 0:.2f})")
         highlights = sorted(
-            (o for o in observations if o.type in _HIGHLIGHT_TYPES), key=lambda o: (-o.importance, o.seq)
+            (o for o in observations if o.type in _HIGHLIGHT_TYPES and o.id not in claimed),
+            key=lambda o: (-o.importance, o.seq),
         )[:5]
         if highlights:
             lines.append("Also:")
@@ -177,7 +185,9 @@ class SummaryService(Service):
 
     def fixes_of(self, errors: Sequence[Observation], observations: Sequence[Observation]) -> dict[str, Observation]:
         """The fix of each error (by error id) among a session's `observations` (in order): the first
-        later fix sharing a file, concept or word with it, else a fix recorded right after it."""
+        later fix sharing a file, concept or word with it, else a fix recorded right after it, else the
+        first later observation of another type that says it fixed something ("tests pass again") and
+        shares a file, concept or word with it."""
         analyzer = self.deps.index.analyzer
         generic = set(analyzer.terms(_GENERIC_WORDS))
 
@@ -186,6 +196,7 @@ class SummaryService(Service):
             return {t for t in found if t not in generic and not t.isdigit()}
 
         fixes = [(o, terms(o)) for o in observations if o.type == "fix"]
+        told = [(o, terms(o)) for o in observations if o.type in _MAY_FIX and _SAYS_FIXED.search(o.content)]
         following = {a.id: b for a, b in pairwise(observations)}
         paired: dict[str, Observation] = {}
         for error in errors:
@@ -193,6 +204,8 @@ class SummaryService(Service):
             fix = next((f for f, its in fixes if f.seq > error.seq and words & its), None)
             if fix is None and (after := following.get(error.id)) is not None and after.type == "fix":
                 fix = after
+            if fix is None:
+                fix = next((f for f, its in told if f.seq > error.seq and words & its), None)
             if fix is not None:
                 paired[error.id] = fix
         return paired

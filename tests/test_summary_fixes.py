@@ -1,0 +1,53 @@
+"""The extractive summary pairs each error with what fixed it, whatever type the agent gave the fix."""
+
+from __future__ import annotations
+
+from mcp import Client
+
+from tests.conftest import call
+
+
+async def summary_of(client: Client, observed: list[tuple[str, str]]) -> list[str]:
+    """The lines of the extractive summary of a session of (type, content) observations."""
+    for type_, content in observed:
+        await call(client, "memory_observe", content=content, type=type_, session_id="s")
+    await call(client, "memory_observe", content="Done for today.", session_id="s", end_session=True)
+    result = await call(client, "memory_crystallize", session_id="s")
+    return str(result["sessions"][0]["summary"]).split("\n")
+
+
+async def test_a_note_that_says_it_fixed_an_error_is_its_fix(client: Client) -> None:
+    lines = await summary_of(
+        client,
+        [
+            ("error", "pytest failed: ImportError cannot import name Stemmer from PyStemmer"),
+            ("decision", "Keep SQLite in WAL mode for concurrent readers"),
+            ("error", "Deploy failed: port 8080 already in use"),
+            ("note", "Pinned PyStemmer below 3 in pyproject; the tests pass again"),
+            ("file_change", "Changed the deploy port to 8081 in compose.yaml; the deploy worked"),
+            ("note", "The port of the metrics server is configurable"),  # says nothing was fixed
+        ],
+    )
+
+    assert lines[lines.index("Errors and fixes:") + 1 :][:2] == [
+        "- pytest failed: ImportError cannot import name Stemmer from PyStemmer -> fixed: Pinned PyStemmer below 3 "
+        "in pyproject; the tests pass again",
+        "- Deploy failed: port 8080 already in use -> fixed: Changed the deploy port to 8081 in compose.yaml; the "
+        "deploy worked",
+    ]
+    also = lines[lines.index("Also:") + 1 :]
+    assert "- The port of the metrics server is configurable" in also
+    assert not [line for line in also if "PyStemmer" in line or "8081" in line]  # each said once
+
+
+async def test_a_note_about_something_else_leaves_the_error_unresolved(client: Client) -> None:
+    lines = await summary_of(
+        client,
+        [
+            ("error", "Deploy failed: port 8080 already in use"),
+            ("note", "Fixed a typo in the README"),  # says fixed, shares no word with the error
+            ("note", "The deploy port is read from compose.yaml"),  # shares words, says nothing was fixed
+        ],
+    )
+
+    assert "- Deploy failed: port 8080 already in use -> unresolved" in lines
