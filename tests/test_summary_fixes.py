@@ -1,4 +1,4 @@
-"""The extractive summary pairs each error with what fixed it, whatever type the agent gave the fix."""
+"""Errors and their fixes, whatever type the agent gave the fix: in session summaries and in reflection."""
 
 from __future__ import annotations
 
@@ -51,3 +51,18 @@ async def test_a_note_about_something_else_leaves_the_error_unresolved(client: C
     )
 
     assert "- Deploy failed: port 8080 already in use -> unresolved" in lines
+
+
+async def test_reflect_names_the_fix_of_a_recurring_error_the_way_the_summary_pairs_them(client: Client) -> None:
+    error = "Deploy failed: port 8080 already in use"
+    await call(client, "memory_observe", content=error, type="error", session_id="one")
+    await call(client, "memory_observe", content="Lunch break", session_id="one")
+    await call(client, "memory_observe", content="Fixed a typo in the README", type="fix", session_id="one")
+    await call(client, "memory_observe", content=error, type="error", session_id="two")
+    await call(client, "memory_observe", content="Moved the deploy port to 8081; it worked", session_id="two")
+
+    result = await call(client, "memory_reflect")
+
+    # the README fix of session one is about something else (nor right after it); session two's note fixed it
+    [anti] = result["anti_patterns"]
+    assert anti["context"] == "Seen 2 times. Fixed by: Moved the deploy port to 8081; it worked"

@@ -37,6 +37,7 @@ from mcp_memory.repositories.sessions import SessionRepository
 from mcp_memory.search.index import SearchFilter
 from mcp_memory.services.common import Deps, Service, time_window
 from mcp_memory.services.compress import counted, shorten
+from mcp_memory.services.fixes import fixes_of
 from mcp_memory.services.lesson_identity import find_twin
 from mcp_memory.services.lessons import LessonService
 from mcp_memory.services.outcomes import jaccard
@@ -177,10 +178,7 @@ class ReflectService(Service):
             if len(cluster) < self.settings.anti_pattern_min_failures:
                 continue
             head = cluster[0]
-            fix = next(
-                (o for o in observations if o.type == "fix" and o.session_id == head.session_id and o.seq > head.seq),
-                None,
-            )
+            fix = self._first_fix(cluster, observations)
             context = f"Seen {len(cluster)} times."
             if fix is not None:
                 context += f" Fixed by: {shorten(fix.title, 160)}"
@@ -196,6 +194,14 @@ class ReflectService(Service):
                 )
             )
         return learned
+
+    def _first_fix(self, errors: Sequence[Observation], observations: Sequence[Observation]) -> Observation | None:
+        """What fixed the earliest of `errors` that has a fix in its own session, as a summary pairs them."""
+        for error in errors:
+            session = sorted((o for o in observations if o.session_id == error.session_id), key=lambda o: o.seq)
+            if fix := fixes_of(self.deps.index.analyzer, [error], session).get(error.id):
+                return fix
+        return None
 
     async def _recurring_sequences(
         self, tx: Tx, project: str, outcomes: Sequence[Outcome]

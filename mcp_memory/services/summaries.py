@@ -14,7 +14,6 @@ import json
 import re
 from collections import Counter
 from collections.abc import Sequence
-from itertools import pairwise
 
 from mcp_memory.db import Tx
 from mcp_memory.errors import InvalidInputError
@@ -28,6 +27,7 @@ from mcp_memory.repositories.sessions import SessionRepository
 from mcp_memory.services.common import Service, idle_cutoff
 from mcp_memory.services.compress import counted, shorten
 from mcp_memory.services.episodic_docs import session_doc_of
+from mcp_memory.services.fixes import fixes_of
 
 SUMMARY_CHARS = 2_000
 SUMMARY_HEADER = re.compile(r"^.*: \d+ observations?, [\d-]{10} [\d:]{5} to [\d-]{10} [\d:]{5}\.$")
@@ -43,13 +43,6 @@ Observations, in order:
 {observations}"""
 
 _HIGHLIGHT_TYPES = {"discovery", "preference", "note", "file_change"}
-_MAY_FIX = {"note", "file_change", "decision", "discovery", "tool_use"}
-"""Types an agent also records a fix as, when it does not call it a fix."""
-_SAYS_FIXED = re.compile(
-    r"\b(?:fix(?:ed|es)?|resolv(?:ed|es)|solv(?:ed|es)|worked|works (?:now|again)|working again|"
-    r"pass(?:es|ed|ing)?(?: again)?|workaround|repaired|no longer)\b",
-    re.IGNORECASE,
-)
 
 
 class SummaryService(Service):
@@ -153,7 +146,7 @@ class SummaryService(Service):
             lines.append("Decisions:")
             lines += [f"- {shorten(o.title, 200)}" for o in decisions[:8]]
         errors = [o for o in observations if o.type == "error"][:6]
-        fixed = self.fixes_of(errors, observations)
+        fixed = fixes_of(self.deps.index.analyzer, errors, observations)
         claimed = {fix.id for fix in fixed.values()}
         alone = [o for o in observations if o.type == "fix" and o.id not in claimed][:4]
         if errors or alone:
@@ -182,37 +175,6 @@ class SummaryService(Service):
         if session.folded_count:
             lines.append(f"({session.folded_count} older low-value observations were folded away.)")
         return shorten_lines("\n".join(lines), SUMMARY_CHARS)
-
-    def fixes_of(self, errors: Sequence[Observation], observations: Sequence[Observation]) -> dict[str, Observation]:
-        """The fix of each error (by error id) among a session's `observations` (in order): the first
-        later fix sharing a file, concept or word with it, else a fix recorded right after it, else the
-        first later observation of another type that says it fixed something ("tests pass again") and
-        shares a file, concept or word with it."""
-        analyzer = self.deps.index.analyzer
-        generic = set(analyzer.terms(_GENERIC_WORDS))
-
-        def terms(obs: Observation) -> set[str]:
-            found = analyzer.terms("\n".join([obs.title, *obs.concepts, *obs.files]))
-            return {t for t in found if t not in generic and not t.isdigit()}
-
-        fixes = [(o, terms(o)) for o in observations if o.type == "fix"]
-        told = [(o, terms(o)) for o in observations if o.type in _MAY_FIX and _SAYS_FIXED.search(o.content)]
-        following = {a.id: b for a, b in pairwise(observations)}
-        paired: dict[str, Observation] = {}
-        for error in errors:
-            words = terms(error)
-            fix = next((f for f, its in fixes if f.seq > error.seq and words & its), None)
-            if fix is None and (after := following.get(error.id)) is not None and after.type == "fix":
-                fix = after
-            if fix is None:
-                fix = next((f for f, its in told if f.seq > error.seq and words & its), None)
-            if fix is not None:
-                paired[error.id] = fix
-        return paired
-
-
-_GENERIC_WORDS = "error errors fix fixed fixes fixing fail failed failing failure bug issue problem exception resolved"
-"""Words every error or fix may say: sharing only these does not make a fix the fix of an error."""
 
 
 def _is_current(session: Session) -> bool:
