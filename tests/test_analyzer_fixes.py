@@ -102,14 +102,32 @@ async def test_cpp_csharp_and_fsharp_each_find_their_own_record(client: Client) 
 # -- accents ----------------------------------------------------------------------------------------
 
 
-def test_latin_accents_fold_and_other_scripts_stay_as_written() -> None:
+def test_accents_fold_where_people_type_without_them_and_other_marks_stay() -> None:
     assert analyzer.terms("Café résumé naïve") == analyzer.terms("cafe resume naive") == ["cafe", "resum", "naiv"]
     assert analyzer.terms("İstanbul") == analyzer.terms("ISTANBUL") == ["istanbul"]
     assert analyzer.terms("Tiếng Việt") == ["tieng", "viet"]
-    # marks that belong to other scripts stay: kana voicing, Cyrillic й, Greek accents
+    # Greek tonos, Hebrew points and Arabic vowel marks are left out in typing and in search alike
+    assert analyzer.terms("καφές ΚΑΦΈΣ") == analyzer.terms("καφες καφες")
+    assert analyzer.terms("עִבְרִית") == analyzer.terms("עברית") == ["עברית"]
+    assert analyzer.terms("العَرَبِيَّة") == analyzer.terms("العربية") == ["العربية"]
+    # marks that make another letter stay: kana voicing, Cyrillic й
     assert analyzer.terms("ぎぐ") == ["ぎぐ"]
     assert analyzer.terms("йод и иод") == ["йод", "иод"]
-    assert analyzer.terms("καφές") != analyzer.terms("καφες")
+
+
+def test_words_written_with_vowel_marks_stay_whole() -> None:
+    # Devanagari and Tamil write vowels as combining marks, which `\w` alone does not take
+    assert analyzer.terms("हिन्दी भाषा") == ["हिन्दी", "भाषा"]
+    assert analyzer.terms("தமிழ் மொழி") == ["தமிழ்", "மொழி"]
+    assert analyzer.terms("मैं घर जा रहा हूँ") == ["मैं", "घर", "जा", "रहा", "हूँ"]
+    assert analyzer.terms("हिन्दी-भाषा") == ["हिन्दी-भाषा", "हिन्दी", "भाषा"]
+
+
+async def test_a_hindi_note_is_found_by_its_words(client: Client) -> None:
+    hindi, other = await save_all(client, "हिन्दी में डेटाबेस का बैकअप हर रात होता है", "सर्वर दिल्ली में है")
+
+    assert await found(client, "डेटाबेस") == [hindi]  # cut at its marks, it was four single letters
+    assert await found(client, "दिल्ली") == [other]
 
 
 async def test_a_word_without_its_accents_finds_the_accented_record(client: Client) -> None:

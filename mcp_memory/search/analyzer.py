@@ -17,22 +17,43 @@ import Stemmer
 
 from mcp_memory.search.stopwords import STOP_WORDS
 
-ANALYZER_VERSION = 6
+ANALYZER_VERSION = 7
 """Bump whenever stored terms would come out differently (a change to `Analyzer.terms`, to the
 fields a service indexes, or to the date a record is indexed under): every record is then
-re-analysed once at start-up. 6: a session is dated when its observations happened."""
+re-analysed once at start-up. 6: a session is dated when its observations happened. 7: words keep
+their combining marks (Devanagari, Tamil), and Greek, Hebrew and Arabic marks are folded away."""
 
+
+def _mark_class() -> str:
+    """The combining marks (Unicode M*) as regex ranges: `\\w` leaves them out, which would cut
+    words of scripts that write vowels as marks (Devanagari हिन्दी, Tamil, Hebrew points) apart."""
+    ranges: list[tuple[int, int]] = []
+    for cp in [*range(0x300, 0x20000), *range(0xE0100, 0xE01F0)]:  # where the marks are
+        if unicodedata.category(chr(cp))[0] == "M":
+            if ranges and ranges[-1][1] == cp - 1:
+                ranges[-1] = (ranges[-1][0], cp)
+            else:
+                ranges.append((cp, cp))
+    return "".join(chr(a) if a == b else f"{chr(a)}-{chr(b)}" for a, b in ranges)
+
+
+_MARKS = _mark_class()
+_MARK = re.compile(f"[{_MARKS}]")
+_W = rf"[\w{_MARKS}]"  # a word character, or a mark on one
 _MAX_TERM = 64
 _MEMO_SIZE = 50_000  # distinct raw tokens remembered (~270 bytes each); emptied when full
 _CJK_CHARS = "\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff"
 # A word with `++` or `#` (`C++`, `C#`, `F#`) keeps them, else `c` would fall away alone; otherwise
 # apostrophes and separators join words into one token (`don't`, `os.path.join`, `src/app/db.py`).
-_TOKEN = re.compile(r"\w+(?:\+\+|#(?!\w)|(?:['’]\w+)*(?:[./\\:@#-]\w+(?:['’]\w+)*)*)")
+_TOKEN_SHAPE = r"\w{W}*(?:\+\+|#(?!\w)|(?:['’]{W}+)*(?:[./\\:@#-]{W}+(?:['’]{W}+)*)*)"
+_TOKEN = re.compile(_TOKEN_SHAPE.format(W=r"\w"))  # ASCII text (most) holds no marks, and this is faster
+_TOKEN_MARKED = re.compile(_TOKEN_SHAPE.format(W=_W))
 _SEPARATORS = re.compile(r"[./\\:@#_-]+")
 _CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])")
 _CJK = re.compile(f"[{_CJK_CHARS}]")
 _CJK_RUN = re.compile(f"[{_CJK_CHARS}]+")
 _LINE_REF = re.compile(r"(.*\.[^\W\d_]\w*)(?::\d+)+")  # `db.py:42`, `src/app/db.py:42:7`
+_FOLDED_SCRIPTS = ("LATIN ", "GREEK ", "HEBREW ", "ARABIC ")
 _HYPHENATED = re.compile(r"[^\W\d_]+-[^\W\d_]+")  # `e-mail`, `set-up`: also indexed joined up
 
 
@@ -57,7 +78,7 @@ class Analyzer:
             return ()
         text = unicodedata.normalize("NFKC", text)
         memo = self._memo
-        for raw in _TOKEN.findall(text):
+        for raw in (_TOKEN if text.isascii() else _TOKEN_MARKED).findall(text):
             found = memo.get(raw)
             if found is None:
                 terms: list[str] = []
@@ -126,22 +147,24 @@ class Analyzer:
         self._between(raw[start:], out)
 
     def _between(self, text: str, out: list[str]) -> None:
-        for token in _TOKEN.findall(text):
+        for token in _TOKEN_MARKED.findall(text):
             self._token(token, out)
 
 
 def _fold_accents(text: str) -> str:
-    """`text` without the combining marks on its Latin letters (`Café` → `Cafe`); other scripts untouched."""
-    if unicodedata.is_normalized("NFD", text):
-        return text  # nothing decomposes, and a token holds no loose marks (they are not word characters)
+    """`text` without the marks on its Latin, Greek, Hebrew and Arabic letters (`Café` → `Cafe`,
+    `καφές` → `καφες`, pointed Hebrew → unpointed), as people type those words without them. Marks
+    that make another letter (Cyrillic й, kana with dakuten) or write a vowel (Devanagari) stay."""
+    if unicodedata.is_normalized("NFD", text) and not _MARK.search(text):
+        return text  # nothing decomposes and no mark is there: most text of most scripts
     kept: list[str] = []
-    latin = False
+    foldable = False
     for char in unicodedata.normalize("NFKD", text):
         if unicodedata.category(char) == "Mn":
-            if latin:
+            if foldable:
                 continue
         else:
-            latin = char < "\u0250" or unicodedata.name(char, "").startswith("LATIN ")
+            foldable = char < "\u0250" or unicodedata.name(char, "").startswith(_FOLDED_SCRIPTS)
         kept.append(char)
     # Recompose what stayed decomposed (kana with dakuten, Cyrillic й), as NFKC had it.
     return unicodedata.normalize("NFC", "".join(kept))
