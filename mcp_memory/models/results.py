@@ -144,12 +144,16 @@ class Hit(BaseModel):
 QUERY_DESC = "The query, with private parts and secrets shown as removed (they are not searched for)."
 
 
+HINT_DESC = "When a query found nothing: why, and what to try instead."
+
+
 class RecallResult(BaseModel):
     """Ranked episodic hits for a query."""
 
     project: str
     query: str = Field(description=QUERY_DESC)
     hits: list[Hit]
+    hint: str | None = Field(None, description=HINT_DESC)
 
 
 class SaveResult(BaseModel):
@@ -192,6 +196,7 @@ class SmartSearchResult(BaseModel):
     project: str
     query: str | None = Field(description=QUERY_DESC)
     hits: list[Hit] = Field(default_factory=list)
+    hint: str | None = Field(None, description=HINT_DESC)
     observations: list[Observation] = Field(default_factory=list)
     memories: list[Memory] = Field(default_factory=list)
     sessions: list[Session] = Field(default_factory=list)

@@ -151,15 +151,16 @@ class SearchIndex:
         """Packed (term id, count) blob for a document whose terms all have ids in `ids`."""
         return encode_terms((ids[term], count) for term, count in counts.items())
 
-    def query_terms(self, text: str, now: float | None = None) -> list[int]:
-        """Known term ids of a query, repeats kept (as rank-bm25 scores repeated query words).
-
-        With `now`, the dates the query names (search/dates.py) join its terms.
-        """
+    def query_words(self, text: str, now: float | None = None) -> list[str]:
+        """A query's terms, repeats kept; with `now`, the dates it names (search/dates.py) too."""
         terms = self.analyzer.terms(text)
         if now is not None:
             terms += dates.query_tokens(text, datetime.fromtimestamp(now, self.zone))
-        return [tid for term in terms if (tid := self.vocab.get(term)) is not None]
+        return terms
+
+    def query_terms(self, text: str, now: float | None = None) -> list[int]:
+        """Known term ids of a query, repeats kept (as rank-bm25 scores repeated query words)."""
+        return [tid for term in self.query_words(text, now) if (tid := self.vocab.get(term)) is not None]
 
     # -- documents --------------------------------------------------------------------------------
 

@@ -24,6 +24,11 @@ from mcp_memory.services.lessons import LessonService
 
 EPISODIC_KINDS = frozenset({"observation", "session"})
 SEARCHABLE_KINDS = frozenset({"observation", "session", "memory", "lesson"})
+_NO_WORDS = (
+    "The query has no word to search for (stop words such as 'what' or 'the', punctuation and single letters are "
+    "left out): name the thing, person, file or date you are looking for."
+)
+_PLURAL = {"observation": "observations", "session": "session summaries", "memory": "memories", "lesson": "lessons"}
 MAX_DEPTH = 1_000
 """How far down the index ranking a search reads to fill a page when hidden (faded) records are skipped."""
 
@@ -74,7 +79,8 @@ class SearchService(Service):
         )
         async with self.db.read(snapshot=False) as conn:  # hits are rendered one by one anyway
             hits = await self._search(conn, project, searched, flt, limit, neighbours, typed if mixed else None)
-        return RecallResult(project=project, query=shown, hits=hits)
+            hint = None if hits else await self._recall_hint(conn, project, searched, flt)
+        return RecallResult(project=project, query=shown, hits=hits, hint=hint)
 
     async def smart_search(
         self,
@@ -96,6 +102,7 @@ class SearchService(Service):
         async with self.db.read(snapshot=False) as conn:  # hits are rendered one by one anyway
             if searched:
                 result.hits = await self._search(conn, project, searched, SearchFilter(kinds=wanted), limit)
+                result.hint = None if result.hits or self._searchable(searched) else _NO_WORDS
             if ids:
                 await self._fetch(conn, project, list(dict.fromkeys(ids)), result)
         return result
@@ -133,6 +140,24 @@ class SearchService(Service):
             if len(hits) >= limit or depth >= MAX_DEPTH or all(len(r) < depth for r in ranked):
                 return hits[:limit]
             depth = min(depth * 4, MAX_DEPTH)
+
+    def _searchable(self, query: str) -> bool:
+        """Whether `query` has a word (or a date) the index can look up."""
+        return bool(self.deps.index.query_words(query, self.now().timestamp()))
+
+    async def _recall_hint(self, conn: Conn, project: str, query: str, flt: SearchFilter) -> str | None:
+        """Why a recall found nothing, when something can be said: the query, its filters or its kinds."""
+        if not self._searchable(query):
+            return _NO_WORDS
+        narrowed = flt.session_id is not None or flt.subtypes is not None or flt.since or flt.until
+        if narrowed and await self._search(conn, project, query, SearchFilter(kinds=flt.kinds), 1):
+            return "Nothing matched within session_id, types, since or until; without them some records match."
+        others = SEARCHABLE_KINDS - (flt.kinds or SEARCHABLE_KINDS)
+        found = await self._search(conn, project, query, SearchFilter(kinds=others), 5) if others else []
+        if found:
+            kinds = " and ".join(sorted({_PLURAL[hit.kind] for hit in found}))
+            return f"No observation or session summary matched, but {kinds} do: ask memory_smart_search."
+        return None
 
     async def _fetch(self, conn: Conn, project: str, ids: list[str], into: SmartSearchResult) -> None:
         by_kind: dict[str, list[str]] = {}

@@ -1,0 +1,59 @@
+"""A search that finds nothing says why, when it can: a query without words, its filters, other kinds."""
+
+from __future__ import annotations
+
+from mcp import Client
+
+from tests.conftest import FakeClock, call
+
+NO_WORDS = "The query has no word to search for"
+
+
+async def test_a_query_of_stop_words_and_punctuation_is_told_so(client: Client) -> None:
+    await call(client, "memory_observe", content="The proxy listens on port 8080.")
+
+    for tool in ("memory_recall", "memory_smart_search"):
+        for query in ("what was it?", "???", "the and of"):
+            result = await call(client, tool, query=query)
+            assert result["hits"] == []
+            assert result["hint"].startswith(NO_WORDS), (tool, query)
+
+
+async def test_recall_points_to_smart_search_when_only_memories_or_lessons_match(client: Client) -> None:
+    await call(client, "memory_observe", content="Reviewed the release checklist.")
+    await call(client, "memory_save", content="The proxy listens on port 8080.")
+    await call(client, "memory_lesson_save", content="Check the proxy port before deploying.")
+
+    result = await call(client, "memory_recall", query="proxy port")
+
+    assert result["hits"] == []
+    assert result["hint"] == (
+        "No observation or session summary matched, but lessons and memories do: ask memory_smart_search."
+    )
+    assert len((await call(client, "memory_smart_search", query="proxy port"))["hits"]) == 2
+
+
+async def test_recall_says_when_its_filters_left_out_what_matches(client: Client, clock: FakeClock) -> None:
+    await call(client, "memory_observe", content="The proxy listens on port 8080.", session_id="s1")
+    clock.advance(days=10)
+
+    by_time = await call(client, "memory_recall", query="proxy", since="2026-01-10")
+    by_type = await call(client, "memory_recall", query="proxy", types=["decision"])
+
+    for result in (by_time, by_type):
+        assert result["hits"] == []
+        assert result["hint"] == (
+            "Nothing matched within session_id, types, since or until; without them some records match."
+        )
+
+
+async def test_a_search_with_hits_or_with_nothing_anywhere_gives_no_hint(client: Client) -> None:
+    await call(client, "memory_observe", content="The proxy listens on port 8080.")
+
+    found = await call(client, "memory_recall", query="proxy")
+    nothing = await call(client, "memory_recall", query="zanzibar")
+
+    assert len(found["hits"]) == 1
+    assert "hint" not in found or found["hint"] is None
+    assert nothing["hits"] == []
+    assert nothing.get("hint") is None
