@@ -1,4 +1,4 @@
-"""A session is dated by when its conversation happened, not when it was stored: in search, lists and forget."""
+"""A session is dated by when its conversation happened, not when it was stored: in search, lists, context, forget."""
 
 from __future__ import annotations
 
@@ -120,3 +120,12 @@ async def test_forgetting_a_window_takes_the_sessions_that_began_in_it(client: C
     assert may["deleted"]["session"] == [SESSION]
     assert len(may["deleted"]["observation"]) == 3
     assert [s["id"] for s in (await call(client, "memory_sessions"))["sessions"]] == ["live"]
+
+
+async def test_the_context_dates_a_recent_session_by_when_it_happened(client: Client) -> None:
+    await import_may_chat(client)
+
+    context = await call(client, "memory_context")
+
+    [line] = [line for line in context["text"].split("\n") if line.startswith("- 2023-05-08 ")]
+    assert "3 observations" in line

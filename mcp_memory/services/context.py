@@ -21,6 +21,7 @@ from mcp_memory.models.learning import LessonView, ProfileResult
 from mcp_memory.models.organising import ContextResult, ContextSection, OmittedItem
 from mcp_memory.models.records import Memory, MistakeCard, Session
 from mcp_memory.repositories.memories import MemoryRepository
+from mcp_memory.repositories.observations import ObservationRepository
 from mcp_memory.repositories.outcomes import MistakeCardRepository
 from mcp_memory.repositories.sessions import SessionRepository
 from mcp_memory.search.index import SearchFilter
@@ -216,12 +217,14 @@ class ContextService(Service):
         section = _Section("sessions", "\n## Recent sessions\n")
         async with self.db.read() as conn:
             found, _ = await SessionRepository(conn).page(project, "all", "", 5, 0)
+            spans = await ObservationRepository(conn).spans([s.id for s in found])
         for s in found:
             title = s.title or public_id(s.id)
             kept = s.observation_count - s.folded_count
             if not (kept or s.summary or s.folded_digest):
                 continue  # everything in it was forgotten: nothing to tell
-            line = f"- {s.last_activity_at[:10]} {title} ({counted(kept, 'observation')})"
+            happened = spans[s.id][1] if s.id in spans else s.last_activity_at  # imported history: its own day
+            line = f"- {happened[:10]} {title} ({counted(kept, 'observation')})"
             summary = _beyond_title(s, title)
             if summary:
                 line += f": {shorten(summary, 400)}"
