@@ -28,9 +28,11 @@ async def test_recall_points_to_smart_search_when_only_memories_or_lessons_match
 
     assert result["hits"] == []
     assert result["hint"] == (
-        "No observation or session summary matched, but lessons and memories do: ask memory_smart_search."
+        "Nothing of the kinds recall searches matched, but lessons and memories do: ask memory_smart_search."
     )
     assert len((await call(client, "memory_smart_search", query="proxy port"))["hits"]) == 2
+    with_memories = await call(client, "memory_recall", query="proxy port", include_memories=True)
+    assert len(with_memories["hits"]) == 1
 
 
 async def test_recall_says_when_its_filters_left_out_what_matches(client: Client, clock: FakeClock) -> None:

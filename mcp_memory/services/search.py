@@ -149,14 +149,14 @@ class SearchService(Service):
         """Why a recall found nothing, when something can be said: the query, its filters or its kinds."""
         if not self._searchable(query):
             return _NO_WORDS
-        narrowed = flt.session_id is not None or flt.subtypes is not None or flt.since or flt.until
+        narrowed = any(x is not None for x in (flt.session_id, flt.subtypes, flt.since, flt.until))
         if narrowed and await self._search(conn, project, query, SearchFilter(kinds=flt.kinds), 1):
             return "Nothing matched within session_id, types, since or until; without them some records match."
         others = SEARCHABLE_KINDS - (flt.kinds or SEARCHABLE_KINDS)
         found = await self._search(conn, project, query, SearchFilter(kinds=others), 5) if others else []
         if found:
             kinds = " and ".join(sorted({_PLURAL[hit.kind] for hit in found}))
-            return f"No observation or session summary matched, but {kinds} do: ask memory_smart_search."
+            return f"Nothing of the kinds recall searches matched, but {kinds} do: ask memory_smart_search."
         return None
 
     async def _fetch(self, conn: Conn, project: str, ids: list[str], into: SmartSearchResult) -> None:
