@@ -29,7 +29,7 @@ lint: $(VENV)/.dev
 	$(BIN)/mypy
 
 test: lint
-	$(BIN)/pytest
+	$(BIN)/pytest -n auto
 
 bench: $(VENV)/.dev
 	$(BIN)/python bench/search.py
