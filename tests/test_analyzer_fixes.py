@@ -123,6 +123,22 @@ def test_words_written_with_vowel_marks_stay_whole() -> None:
     assert analyzer.terms("हिन्दी-भाषा") == ["हिन्दी-भाषा", "हिन्दी", "भाषा"]
 
 
+def test_thai_lao_khmer_and_myanmar_text_is_bigrammed_by_letter_as_cjk_is() -> None:
+    # no spaces between words: a word is found inside a sentence by its bigrams, a letter with its marks
+    assert analyzer.terms("ข้าวผัด") == ["ข้า", "าว", "วผั", "ผัด"]
+    sentence = analyzer.terms("ฉันชอบกินข้าวผัด")  # "I like to eat fried rice"
+    assert set(analyzer.terms("ข้าวผัด")) <= set(sentence)
+    assert analyzer.terms("ที่") == ["ที่"]
+    assert analyzer.terms("東京タワー") == ["東京", "京タ", "タワ", "ワー"]  # CJK as before
+
+
+async def test_a_thai_word_finds_the_sentence_it_is_in(client: Client) -> None:
+    rice, noodles = await save_all(client, "ฉันชอบกินข้าวผัดทุกวัน", "เขาชอบกินก๋วยเตี๋ยว")
+
+    assert await found(client, "ข้าวผัด") == [rice]
+    assert await found(client, "ก๋วยเตี๋ยว") == [noodles]
+
+
 async def test_a_hindi_note_is_found_by_its_words(client: Client) -> None:
     hindi, other = await save_all(client, "हिन्दी में डेटाबेस का बैकअप हर रात होता है", "सर्वर दिल्ली में है")
 

@@ -2,9 +2,10 @@
 
 Compound tokens such as `snake_case`, `camelCase`, `os.path.join` or `src/app/db.py` are kept whole
 (lower-cased, unstemmed) and also split into their parts, so both `getUserName` and "user name"
-find the same record; a path's file name (`db.py`) is a term too. Runs of CJK ideographs or kana
-become overlapping character bigrams, since those scripts do not separate words with spaces, and
-any Latin word inside them (`使用Redis缓存`) is analysed as a word of its own.
+find the same record; a path's file name (`db.py`) is a term too. Runs of CJK ideographs or kana,
+and of Thai, Lao, Myanmar or Khmer letters, become overlapping bigrams of letters, since those
+scripts do not separate words with spaces, and any Latin word inside them (`使用Redis缓存`) is
+analysed as a word of its own.
 """
 
 from __future__ import annotations
@@ -21,7 +22,8 @@ ANALYZER_VERSION = 7
 """Bump whenever stored terms would come out differently (a change to `Analyzer.terms`, to the
 fields a service indexes, or to the date a record is indexed under): every record is then
 re-analysed once at start-up. 6: a session is dated when its observations happened. 7: words keep
-their combining marks (Devanagari, Tamil), and Greek, Hebrew and Arabic marks are folded away."""
+their combining marks (Devanagari, Tamil), Greek, Hebrew and Arabic marks are folded away, and
+Thai, Lao, Myanmar and Khmer text is bigrammed as CJK text is."""
 
 
 def _mark_class() -> str:
@@ -42,7 +44,8 @@ _MARK = re.compile(f"[{_MARKS}]")
 _W = rf"[\w{_MARKS}]"  # a word character, or a mark on one
 _MAX_TERM = 64
 _MEMO_SIZE = 50_000  # distinct raw tokens remembered (~270 bytes each); emptied when full
-_CJK_CHARS = "\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff"
+# Scripts written without spaces between words: Chinese and Japanese, and Thai, Lao, Myanmar, Khmer
+_CJK_CHARS = "\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\u0e00-\u0eff\u1000-\u109f\u1780-\u17ff"
 # A word with `++` or `#` (`C++`, `C#`, `F#`) keeps them, else `c` would fall away alone; otherwise
 # apostrophes and separators join words into one token (`don't`, `os.path.join`, `src/app/db.py`).
 _TOKEN_SHAPE = r"\w{W}*(?:\+\+|#(?!\w)|(?:['’]{W}+)*(?:[./\\:@#-]{W}+(?:['’]{W}+)*)*)"
@@ -51,7 +54,8 @@ _TOKEN_MARKED = re.compile(_TOKEN_SHAPE.format(W=_W))
 _SEPARATORS = re.compile(r"[./\\:@#_-]+")
 _CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])")
 _CJK = re.compile(f"[{_CJK_CHARS}]")
-_CJK_RUN = re.compile(f"[{_CJK_CHARS}]+")
+_CJK_RUN = re.compile(f"[{_CJK_CHARS}][{_CJK_CHARS}{_MARKS}]*")
+_CLUSTER = re.compile(f".[{_MARKS}]*", re.DOTALL)  # a letter with its marks (Thai ที่ is three code points)
 _LINE_REF = re.compile(r"(.*\.[^\W\d_]\w*)(?::\d+)+")  # `db.py:42`, `src/app/db.py:42:7`
 _FOLDED_SCRIPTS = ("LATIN ", "GREEK ", "HEBREW ", "ARABIC ")
 _HYPHENATED = re.compile(r"[^\W\d_]+-[^\W\d_]+")  # `e-mail`, `set-up`: also indexed joined up
@@ -134,15 +138,16 @@ class Analyzer:
             out.append(self._stemmer.stemWord(word) if word.isalpha() else word)
 
     def _cjk(self, raw: str, out: list[str]) -> None:
-        # Bigram each CJK run; what lies between runs (`Redis` in `使用Redis缓存`) is tokenised on its own.
+        # Bigram each run of a script without spaces, a letter being one with its marks; what lies
+        # between runs (`Redis` in `使用Redis缓存`) is tokenised on its own.
         start = 0
         for run in _CJK_RUN.finditer(raw):
             self._between(raw[start : run.start()], out)
-            chars = run[0]
-            if len(chars) == 1:
-                out.append(chars)
+            letters = _CLUSTER.findall(run[0])
+            if len(letters) == 1:
+                out.append(letters[0])
             else:
-                out.extend(chars[i : i + 2] for i in range(len(chars) - 1))
+                out.extend(letters[i] + letters[i + 1] for i in range(len(letters) - 1))
             start = run.end()
         self._between(raw[start:], out)
 
