@@ -42,8 +42,7 @@ from mcp_memory.services.episodic import EpisodicService
 from mcp_memory.services.forget import fact_fingerprint
 from mcp_memory.services.lessons import LessonService
 from mcp_memory.services.memories import SUPERSEDE_THRESHOLD, MemoryService
-from mcp_memory.services.outcomes import jaccard as outcome_jaccard
-from mcp_memory.services.outcomes import source_count
+from mcp_memory.services.outcomes import jaccard, source_count
 from mcp_memory.services.relations import drop_relations
 from mcp_memory.services.summaries import SummaryService
 
@@ -130,7 +129,7 @@ class ConsolidateService(Service):
                 other = by_id.get(other_id)
                 if other is None or other.root_id == memory.root_id:
                     continue
-                overlap = _jaccard(terms, index.terms_of(other_id))
+                overlap = jaccard(terms, index.terms_of(other_id))
                 if overlap <= SUPERSEDE_THRESHOLD:
                     continue
                 older, newer = sorted((memory, other), key=lambda m: (m.created_at, m.id))
@@ -247,7 +246,7 @@ class ConsolidateService(Service):
                 continue  # no strategy, so no heuristic counted it
             words = frozenset(terms(outcome.strategy))
             scored = [
-                (outcome_jaccard(words, strategies[h.id]), h.id)
+                (jaccard(words, strategies[h.id]), h.id)
                 for h in heuristics
                 if h.task_type == outcome.task_type and strategies[h.id]
             ]
@@ -307,8 +306,3 @@ def evidence_share(heuristic: Lesson) -> float:
     if isinstance(share, int | float):
         return float(share)
     return heuristic.confidence
-
-
-def _jaccard(a: frozenset[int], b: frozenset[int]) -> float:
-    union = len(a | b)
-    return len(a & b) / union if union else 1.0

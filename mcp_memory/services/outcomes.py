@@ -22,7 +22,8 @@ word (only stop words) is similar to nothing.
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Hashable, Sequence
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 
 from mcp_memory.db import Tx
@@ -80,8 +81,8 @@ def source_count(source: dict[str, object], key: str) -> int:
     return value if isinstance(value, int) and value > 0 else 0
 
 
-def jaccard(a: frozenset[str], b: frozenset[str]) -> float:
-    """Overlap of two word sets; 0.0 when either is empty (no words: nothing to compare)."""
+def jaccard(a: AbstractSet[Hashable], b: AbstractSet[Hashable]) -> float:
+    """Overlap of two sets of words (or term ids); 0.0 when either is empty (nothing to compare)."""
     return len(a & b) / len(a | b) if a and b else 0.0
 
 

@@ -269,7 +269,7 @@ class ReflectService(Service):
             candidates = index.similar_candidates(project, terms, 0.3, SearchFilter(kinds=frozenset({"memory"})))
             for other_id in sorted(candidates - {memory.id}):
                 other = latest.get(other_id)
-                overlap = _overlap(terms, index.terms_of(other_id))
+                overlap = jaccard(terms, index.terms_of(other_id))
                 if other is None or not 0.3 <= overlap <= 0.85 or not _conflict(memory.content, other.content):
                     continue
                 source, target = sorted((memory.id, other_id))
@@ -340,11 +340,6 @@ class ReflectService(Service):
             source=source,
         )
         return lesson, True
-
-
-def _overlap(a: frozenset[int], b: frozenset[int]) -> float:
-    union = len(a | b)
-    return len(a & b) / union if union else 0.0
 
 
 def _conflict(first: str, second: str) -> bool:
