@@ -70,7 +70,8 @@ class Reanalysis:
         if total is None:  # taken over after this process stalled: wait for the one that took it
             logger.warning("another process took the re-analysis over: waiting for it to finish")
             return await self.run(db)
-        logger.info("search terms re-analysed: %d records", total)
+        if total:  # a new database has nothing to re-analyse, and nothing to say about it
+            logger.info("search terms re-analysed: %d records", total)
         return total
 
     async def _reanalyse_claimed(self, db: Database) -> int | None:
