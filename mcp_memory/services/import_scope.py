@@ -4,13 +4,13 @@ No row replaces, or points at, another project's record; the one exception is a 
 caller's conversation key): one that another project holds is stored scoped to the imported row's
 project, as memory_observe would store it. Every record a row names is in the document or stored,
 no memory chain ends with two latest versions and no action becomes its own ancestor or waits for
-itself, as the tools guarantee.
+itself, as the tools guarantee. ImportTally counts what an import did, table by table, with its scope.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Literal
 
 from pydantic import BaseModel
@@ -187,3 +187,26 @@ def _suspects(rows: Sequence[tuple[str, BaseModel]]) -> list[_Suspect]:
         elif isinstance(record, ActionDependency):
             found.append(_Suspect(where, "dependency", record.action_id))
     return found
+
+
+@dataclass
+class ImportTally:
+    """What an import has done so far, by table, and the check that keeps it inside its projects."""
+
+    scope: ImportScope
+    inserted: dict[str, int] = field(default_factory=dict)
+    updated: dict[str, int] = field(default_factory=dict)
+    unchanged: dict[str, int] = field(default_factory=dict)
+    reindexed: int = 0
+    rows: int = 0
+    sessions: set[str] = field(default_factory=set)
+    """Sessions whose row or observations the import wrote (their counts and positions are settled last)."""
+
+    def seen(self, table: str) -> int:
+        """Rows of `table` stored so far (the position of its next row in the document)."""
+        return self.inserted.get(table, 0) + self.updated.get(table, 0) + self.unchanged.get(table, 0)
+
+    def count(self, table: str, outcome: UpsertResult) -> None:
+        self.inserted[table] = self.inserted.get(table, 0) + outcome.inserted
+        self.updated[table] = self.updated.get(table, 0) + outcome.updated
+        self.unchanged[table] = self.unchanged.get(table, 0) + (not outcome.inserted and not outcome.updated)

@@ -7,7 +7,6 @@ import random
 import time
 from collections.abc import Awaitable, Callable, Iterator, Sequence
 from contextlib import aclosing
-from dataclasses import dataclass, field
 from typing import Any
 
 import anyio
@@ -19,7 +18,7 @@ from mcp_memory.db import Tx
 from mcp_memory.errors import ConflictError, ImportFormatError, InvalidInputError, MCPMemoryError
 from mcp_memory.models.records import Observation, Session
 from mcp_memory.models.results import DiagnoseResult, EmbeddingReport, ExportResult, ImportResult, LatencyReport
-from mcp_memory.repositories.archive import TABLES, ArchiveRepository, RowConflict, TableSpec, UpsertResult
+from mcp_memory.repositories.archive import TABLES, ArchiveRepository, RowConflict, TableSpec
 from mcp_memory.repositories.embeddings import EmbeddingRepository
 from mcp_memory.repositories.memories import MemoryRepository
 from mcp_memory.repositories.meta import MetaRepository
@@ -38,7 +37,7 @@ from mcp_memory.services.export_format import (
     row_parser,
 )
 from mcp_memory.services.export_text import DocumentWriter
-from mcp_memory.services.import_scope import ImportScope
+from mcp_memory.services.import_scope import ImportScope, ImportTally
 
 IMPORT_CHUNK = 1_000  # rows upserted, indexed and reported as progress at a time
 EXPORT_PAGE = 1_000  # rows read and written to an export file at a time
@@ -234,7 +233,7 @@ class OperationsService(Service):
             raise InvalidInputError("document", "give exactly one of document or path")
         scrub = self.scrubber()
         parse = row_parser(scrub, only_project)
-        tally = _Tally(ImportScope(only_project))
+        tally = ImportTally(ImportScope(only_project))
         try:
             if document is not None:
                 await self._import_document(document, parse, progress, tally)
@@ -252,7 +251,7 @@ class OperationsService(Service):
         )
 
     async def _import_document(
-        self, document: dict[str, Any], parse: RowParser, progress: Progress, tally: _Tally
+        self, document: dict[str, Any], parse: RowParser, progress: Progress, tally: ImportTally
     ) -> None:
         tables = check_document(document)
         parsed = {spec.name: [parse(spec, i, r) for i, r in enumerate(tables.get(spec.name, []))] for spec in TABLES}
@@ -265,7 +264,7 @@ class OperationsService(Service):
             await tally.scope.finish(ArchiveRepository(tx))
             await self._settle_sessions(tx, tally.sessions)
 
-    async def _import_file(self, source: anyio.Path, parse: RowParser, progress: Progress, tally: _Tally) -> None:
+    async def _import_file(self, source: anyio.Path, parse: RowParser, progress: Progress, tally: ImportTally) -> None:
         try:
             size = (await source.stat()).st_size
             handle = await anyio.open_file(source, "rb")
@@ -281,7 +280,7 @@ class OperationsService(Service):
             await tally.scope.finish(ArchiveRepository(tx))
             await self._settle_sessions(tx, tally.sessions)
 
-    async def _store(self, tx: Tx, spec: TableSpec, chunk: list[BaseModel], tally: _Tally) -> None:
+    async def _store(self, tx: Tx, spec: TableSpec, chunk: list[BaseModel], tally: ImportTally) -> None:
         """Upsert one chunk of a table's rows, note the changes and bring the index in line."""
         archive = ArchiveRepository(tx)
         chunk = await tally.scope.rename(archive, spec, chunk)
@@ -336,7 +335,7 @@ class OperationsService(Service):
 
     @staticmethod
     async def _check_global_rows(
-        archive: ArchiveRepository, spec: TableSpec, chunk: list[BaseModel], tally: _Tally
+        archive: ArchiveRepository, spec: TableSpec, chunk: list[BaseModel], tally: ImportTally
     ) -> None:
         """Refuse a restricted import's global lesson or slot unless it is stored already, as it is or newer.
 
@@ -371,29 +370,6 @@ class OperationsService(Service):
         if folder:
             raise InvalidInputError(field, f"{target} is a folder; name a file")
         return target
-
-
-@dataclass
-class _Tally:
-    """What an import has done so far, by table, and the check that keeps it inside its projects."""
-
-    scope: ImportScope
-    inserted: dict[str, int] = field(default_factory=dict)
-    updated: dict[str, int] = field(default_factory=dict)
-    unchanged: dict[str, int] = field(default_factory=dict)
-    reindexed: int = 0
-    rows: int = 0
-    sessions: set[str] = field(default_factory=set)
-    """Sessions whose row or observations the import wrote (their counts and positions are settled last)."""
-
-    def seen(self, table: str) -> int:
-        """Rows of `table` stored so far (the position of its next row in the document)."""
-        return self.inserted.get(table, 0) + self.updated.get(table, 0) + self.unchanged.get(table, 0)
-
-    def count(self, table: str, outcome: UpsertResult) -> None:
-        self.inserted[table] = self.inserted.get(table, 0) + outcome.inserted
-        self.updated[table] = self.updated.get(table, 0) + outcome.updated
-        self.unchanged[table] = self.unchanged.get(table, 0) + (not outcome.inserted and not outcome.updated)
 
 
 async def _remove(path: anyio.Path) -> None:
