@@ -34,7 +34,8 @@ def fixes_of(
         return {t for t in found if t not in generic and not t.isdigit()}
 
     fixes = [(o, terms(o)) for o in observations if o.type == "fix"]
-    told = [(o, terms(o)) for o in observations if o.type in _MAY_FIX and _SAYS_FIXED.search(o.content)]
+    # the opening of a note says what it did; a long one is not read to its end for every summary
+    told = [(o, terms(o)) for o in observations if o.type in _MAY_FIX and _SAYS_FIXED.search(o.content, 0, 2_000)]
     following = {a.id: b for a, b in pairwise(observations)}
     paired: dict[str, Observation] = {}
     for error in errors:
