@@ -139,6 +139,14 @@ async def test_a_thai_word_finds_the_sentence_it_is_in(client: Client) -> None:
     assert await found(client, "ก๋วยเตี๋ยว") == [noodles]
 
 
+async def test_a_hindi_notes_repeated_words_are_its_concepts(client: Client) -> None:
+    text = "बैकअप हर रात होता है। डेटाबेस का बैकअप जरूरी है। डेटाबेस बड़ा है।"
+
+    observed = await call(client, "memory_observe", content=text)
+
+    assert observed["concepts"] == ["बैकअप", "डेटाबेस"]  # whole words, not the pieces between vowel marks
+
+
 async def test_a_hindi_note_is_found_by_its_words(client: Client) -> None:
     hindi, other = await save_all(client, "हिन्दी में डेटाबेस का बैकअप हर रात होता है", "सर्वर दिल्ली में है")
 

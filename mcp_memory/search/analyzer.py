@@ -39,9 +39,10 @@ def _mark_class() -> str:
     return "".join(chr(a) if a == b else f"{chr(a)}-{chr(b)}" for a, b in ranges)
 
 
-_MARKS = _mark_class()
-_MARK = re.compile(f"[{_MARKS}]")
-_W = rf"[\w{_MARKS}]"  # a word character, or a mark on one
+MARKS = _mark_class()
+"""Every combining mark, as the inside of a regex character class (`[{MARKS}]`)."""
+_MARK = re.compile(f"[{MARKS}]")
+_W = rf"[\w{MARKS}]"  # a word character, or a mark on one
 _MAX_TERM = 64
 _MEMO_SIZE = 50_000  # distinct raw tokens remembered (~270 bytes each); emptied when full
 # Scripts written without spaces between words: Chinese and Japanese, and Thai, Lao, Myanmar, Khmer
@@ -54,8 +55,8 @@ _TOKEN_MARKED = re.compile(_TOKEN_SHAPE.format(W=_W))
 _SEPARATORS = re.compile(r"[./\\:@#_-]+")
 _CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])")
 _CJK = re.compile(f"[{_CJK_CHARS}]")
-_CJK_RUN = re.compile(f"[{_CJK_CHARS}][{_CJK_CHARS}{_MARKS}]*")
-_CLUSTER = re.compile(f".[{_MARKS}]*", re.DOTALL)  # a letter with its marks (Thai ที่ is three code points)
+_CJK_RUN = re.compile(f"[{_CJK_CHARS}][{_CJK_CHARS}{MARKS}]*")
+_CLUSTER = re.compile(f".[{MARKS}]*", re.DOTALL)  # a letter with its marks (Thai ที่ is three code points)
 _LINE_REF = re.compile(r"(.*\.[^\W\d_]\w*)(?::\d+)+")  # `db.py:42`, `src/app/db.py:42:7`
 _FOLDED_SCRIPTS = ("LATIN ", "GREEK ", "HEBREW ", "ARABIC ")
 _HYPHENATED = re.compile(r"[^\W\d_]+-[^\W\d_]+")  # `e-mail`, `set-up`: also indexed joined up

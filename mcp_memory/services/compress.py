@@ -12,6 +12,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 from mcp_memory.privacy import without_markers
+from mcp_memory.search.analyzer import MARKS
 from mcp_memory.search.stopwords import STOP_WORDS
 
 TITLE_CHARS = 120
@@ -53,7 +54,7 @@ _PATH = re.compile(
 )
 _HASHTAG = re.compile(r"(?<!\w)#([A-Za-z][\w-]{1,40})")
 _NAME = re.compile(r"(?<=[a-z,;:] )([A-Z][a-z]+(?: [A-Z][a-z]+){0,2})\b(?!\.\w)")
-_WORD = re.compile(r"[^\W\d_]{4,}")
+_WORD = re.compile(rf"(?:[^\W\d_][{MARKS}]*){{4,}}")  # a letter with its marks (Devanagari vowels) is one
 
 
 @dataclass(frozen=True, slots=True)
