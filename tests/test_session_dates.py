@@ -129,3 +129,22 @@ async def test_the_context_dates_a_recent_session_by_when_it_happened(client: Cl
 
     [line] = [line for line in context["text"].split("\n") if line.startswith("- 2023-05-08 ")]
     assert "3 observations" in line
+
+
+async def test_another_server_and_a_restart_see_a_continued_session_re_dated(
+    settings: Settings, clock: FakeClock
+) -> None:
+    june = {"since": "2023-06-01T00:00:00Z", "until": "2023-07-01T00:00:00Z"}
+    async with Client(build_server(settings, clock)) as one, Client(build_server(settings, clock)) as two:
+        for day in ("07", "08"):  # still open when summarised: continuing it reopens nothing
+            turn = {"session_id": "open-chat", "occurred_at": f"2023-05-{day}T18:00:00Z"}
+            await call(one, "memory_observe", content=f"Caroline: zanzibar layout, day {day}", **turn)
+        await call(one, "memory_crystallize", session_id="open-chat", force=True)
+        assert await sessions_found(two, **june) == []
+
+        later = {"session_id": "open-chat", "occurred_at": "2023-06-12T10:00:00Z"}
+        await call(one, "memory_observe", content="Caroline: back from holiday", **later)
+
+        assert await sessions_found(two, **june) == ["open-chat"]
+    async with Client(build_server(settings, clock)) as restarted:  # from the index cache one wrote
+        assert await sessions_found(restarted, **june) == ["open-chat"]

@@ -167,6 +167,7 @@ class EpisodicService(Service):
         spec = await session_doc_of(tx, await SessionRepository(tx).get(session_id, project))
         if spec is not None:
             await self.deps.indexer.put(tx, spec)
+            tx.changed("session", session_id, "redate")  # other processes and the index cache re-read it
 
     async def _enforce_cap(
         self, tx: Tx, session_id: str, project: str, kept: int, keep: str | None, now: str
