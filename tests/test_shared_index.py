@@ -19,6 +19,7 @@ WORDS = [
     *("webhook", "cache", "redis", "sqlite", "wal", "timeout", "retry"),
 ]
 SESSIONS = ["chat-a", "chat-b", "chat-c"]
+MID_MAY = {"since": "2023-05-10T00:00:00Z", "until": "2023-05-20T00:00:00Z"}
 
 
 def sentence(rng: random.Random) -> str:
@@ -55,12 +56,14 @@ async def act(client: Client, rng: random.Random, made: list[str]) -> None:
 
 
 async def answers(client: Client, queries: list[str]) -> list[list[tuple[str, float]]]:
+    """Each query's hits and scores, across kinds and, by when they happened, in mid-May 2023."""
     found = []
     for query in queries:
-        result = await client.call_tool("memory_smart_search", {"query": query, "limit": 20})
-        assert not result.is_error
-        assert result.structured_content is not None
-        found.append([(hit["id"], round(hit["score"], 6)) for hit in result.structured_content["hits"]])
+        for tool, window in (("memory_smart_search", {}), ("memory_recall", MID_MAY)):
+            result = await client.call_tool(tool, {"query": query, "limit": 20, **window})
+            assert not result.is_error
+            assert result.structured_content is not None
+            found.append([(hit["id"], round(hit["score"], 6)) for hit in result.structured_content["hits"]])
     return found
 
 
