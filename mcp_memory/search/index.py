@@ -20,6 +20,7 @@ import numpy.typing as npt
 from mcp_memory.search import dates
 from mcp_memory.search.analyzer import Analyzer
 from mcp_memory.search.bm25 import BM25Params, PartitionState
+from mcp_memory.search.codes import Codes
 from mcp_memory.search.docstore import Columns, DocAttrs, Filter
 from mcp_memory.search.partition import Partition
 from mcp_memory.search.postings import encode_terms
@@ -68,40 +69,6 @@ class Hit:
     at: float
 
 
-class _Codes:
-    """Interns strings (kinds, subtypes, session ids) as small integers for numpy filters."""
-
-    def __init__(self) -> None:
-        self._codes: dict[str | None, int] = {None: 0}
-        self._names: list[str | None] = [None]
-
-    def code(self, name: str | None) -> int:
-        found = self._codes.get(name)
-        if found is None:
-            found = self._codes[name] = len(self._names)
-            self._names.append(name)
-        return found
-
-    def lookup(self, name: str | None) -> int | None:
-        return self._codes.get(name)
-
-    @property
-    def names(self) -> list[str | None]:
-        """Every interned name, by code (code 0 is None)."""
-        return list(self._names)
-
-    @classmethod
-    def of(cls, names: Sequence[str | None]) -> _Codes:
-        """The table that `names` was read from."""
-        codes = cls()
-        codes._names = list(names)
-        codes._codes = {name: code for code, name in enumerate(codes._names)}
-        return codes
-
-    def name(self, code: int) -> str | None:
-        return self._names[code]
-
-
 @dataclass(frozen=True, slots=True)
 class IndexState:
     """Everything the index holds but the vectors, detached from later writes (the index cache)."""
@@ -130,9 +97,9 @@ class SearchIndex:
         self._date_terms: set[int] = set()  # ids of date tokens, which say when, not what
         self._partitions: dict[str, Partition] = {}
         self._where: dict[str, str] = {}
-        self._kinds = _Codes()
-        self._subtypes = _Codes()
-        self._sessions = _Codes()
+        self._kinds = Codes()
+        self._subtypes = Codes()
+        self._sessions = Codes()
 
     # -- vocabulary -------------------------------------------------------------------------------
 
@@ -203,8 +170,8 @@ class SearchIndex:
     def restore(self, state: IndexState) -> None:
         """Replace everything with a saved state (the start-up load from the index cache)."""
         self.set_vocabulary(state.vocab)
-        self._kinds, self._subtypes = _Codes.of(state.kinds), _Codes.of(state.subtypes)
-        self._sessions = _Codes.of(state.sessions)
+        self._kinds, self._subtypes = Codes.of(state.kinds), Codes.of(state.subtypes)
+        self._sessions = Codes.of(state.sessions)
         self._partitions.clear()
         self._where.clear()
         for project, saved in state.partitions.items():

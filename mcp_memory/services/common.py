@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import re
 from collections import Counter
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable, Hashable, Iterable
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
@@ -178,3 +179,8 @@ def idle_cutoff(now: datetime, minutes: int) -> str:
 def epoch_or_none(stored: str | None) -> float | None:
     """A stored time as epoch seconds (what the index filters on), passing None through."""
     return None if stored is None else epoch(stored)
+
+
+def jaccard(a: AbstractSet[Hashable], b: AbstractSet[Hashable]) -> float:
+    """Overlap of two sets of words (or term ids); 0.0 when either is empty (nothing to compare)."""
+    return len(a & b) / len(a | b) if a and b else 0.0

@@ -36,13 +36,13 @@ from mcp_memory.repositories.observations import ObservationRepository
 from mcp_memory.repositories.outcomes import OutcomeRepository
 from mcp_memory.repositories.relations import RelationRepository
 from mcp_memory.search.index import SearchFilter
-from mcp_memory.services.common import GLOBAL_PROJECT, Deps, Progress, Service, no_progress
+from mcp_memory.services.common import GLOBAL_PROJECT, Deps, Progress, Service, jaccard, no_progress
 from mcp_memory.services.compress import shorten
 from mcp_memory.services.episodic import EpisodicService
 from mcp_memory.services.forget import fact_fingerprint
 from mcp_memory.services.lessons import LessonService
 from mcp_memory.services.memories import SUPERSEDE_THRESHOLD, MemoryService
-from mcp_memory.services.outcomes import jaccard, source_count
+from mcp_memory.services.outcomes import source_count
 from mcp_memory.services.relations import drop_relations
 from mcp_memory.services.summaries import SummaryService
 

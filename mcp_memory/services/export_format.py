@@ -10,7 +10,7 @@ from pydantic import BaseModel, ValidationError
 
 from mcp_memory.errors import ImportFormatError, InvalidInputError
 from mcp_memory.migrations import MIGRATIONS
-from mcp_memory.repositories.archive import TABLES, TABLES_BY_NAME, TableSpec
+from mcp_memory.repositories.archive_tables import TABLES, TABLES_BY_NAME, TableSpec
 from mcp_memory.services.common import GLOBAL_PROJECT, Scrubber, check_project, moment
 from mcp_memory.services.export_text import DocumentReader, DocumentSyntaxError, Header
 from mcp_memory.services.import_rows import REQUIRED_TEXT, ROW_MODELS, id_problem

@@ -18,7 +18,7 @@ from mcp_memory.ids import PREFIXES, SCOPE_MARK, kind_of, scoped_session_id
 from mcp_memory.models import records as r
 from mcp_memory.models.loop import SummarySource
 from mcp_memory.privacy import without_markers
-from mcp_memory.repositories.archive import TABLES_BY_NAME
+from mcp_memory.repositories.archive_tables import TABLES_BY_NAME
 from mcp_memory.services.actions import STATUSES
 from mcp_memory.services.common import check_session_id
 from mcp_memory.services.lessons import LESSON_KINDS

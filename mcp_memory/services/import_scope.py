@@ -18,7 +18,8 @@ from pydantic import BaseModel
 from mcp_memory.errors import ImportFormatError
 from mcp_memory.ids import SCOPE_MARK, scoped_session_id
 from mcp_memory.models.records import Action, ActionDependency, Memory, Session
-from mcp_memory.repositories.archive import ArchiveRepository, TableSpec, UpsertResult
+from mcp_memory.repositories.archive import ArchiveRepository, UpsertResult
+from mcp_memory.repositories.archive_tables import TableSpec
 from mcp_memory.repositories.relations import table_of
 from mcp_memory.services.common import GLOBAL_PROJECT
 

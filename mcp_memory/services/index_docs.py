@@ -1,14 +1,20 @@
-"""What the services hand the indexer: a record's index document (DocSpec) and how to enumerate or
-look up a kind's documents; and what the indexer hands the embedder (EmbedJob, VectorFeed)."""
+"""What the services hand the indexer: a record's index document (DocSpec, and the terms it stands
+for) and how to enumerate or look up a kind's documents; and what the indexer hands the embedder
+(EmbedJob, VectorFeed)."""
 
 from __future__ import annotations
 
 import hashlib
+from collections import Counter
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
+from zoneinfo import ZoneInfo
 
+from mcp_memory.clock import epoch
 from mcp_memory.db import Conn, Database
+from mcp_memory.search import dates
+from mcp_memory.search.analyzer import Analyzer
 
 
 @dataclass(frozen=True, slots=True)
@@ -37,6 +43,21 @@ DocLookup = Callable[[Conn, str, Sequence[str]], Awaitable[list[DocSpec]]]
 def spec_text(spec: DocSpec) -> str:
     """The text a record is indexed (and embedded) from."""
     return "\n".join(text for text, _ in spec.fields if text)
+
+
+def spec_terms(spec: DocSpec, analyzer: Analyzer, zone: ZoneInfo) -> tuple[str, Counter[str], int]:
+    """A record's whole text, its terms counted by field weight (with its date tokens when dated),
+    and its length: of the words only, as date tokens say when and do not lengthen a record."""
+    counts: Counter[str] = Counter()
+    for text, weight in spec.fields:
+        if text:
+            for term in analyzer.terms(text):
+                counts[term] += weight
+    whole = spec_text(spec)
+    length = sum(counts.values())
+    if spec.dated:
+        counts.update(dates.record_tokens(whole, epoch(spec.at), zone))
+    return whole, counts, length
 
 
 def text_digest(text: str) -> str:

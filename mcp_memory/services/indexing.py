@@ -21,12 +21,11 @@ from mcp_memory.db import Conn, Database, Later, Tx
 from mcp_memory.repositories.embeddings import EmbeddingRepository
 from mcp_memory.repositories.meta import MetaRepository
 from mcp_memory.repositories.search_docs import SearchDocRepository
-from mcp_memory.search import dates
 from mcp_memory.search.analyzer import ANALYZER_VERSION
 from mcp_memory.search.index import IndexDoc, SearchIndex
 from mcp_memory.search.partition import Partition
 from mcp_memory.search.postings import decode_terms
-from mcp_memory.services.index_docs import DocLookup, DocSource, DocSpec, EmbedJob, VectorFeed, spec_text, text_digest
+from mcp_memory.services.index_docs import DocLookup, DocSource, DocSpec, EmbedJob, VectorFeed, spec_terms, text_digest
 
 logger = logging.getLogger(__name__)
 
@@ -117,19 +116,8 @@ class Indexer:
         """Index several records inside the caller's transaction."""
         if not specs:
             return
-        analyzer = self.index.analyzer
-        counted: list[tuple[DocSpec, str, Counter[str], int]] = []
-        for spec in specs:
-            counts: Counter[str] = Counter()
-            for text, weight in spec.fields:
-                if text:
-                    for term in analyzer.terms(text):
-                        counts[term] += weight
-            whole = spec_text(spec)
-            length = sum(counts.values())  # of the words: date tokens say when, and do not lengthen a record
-            if spec.dated:
-                counts.update(dates.record_tokens(whole, epoch(spec.at), self.index.zone))
-            counted.append((spec, whole, counts, length))
+        analyzer, zone = self.index.analyzer, self.index.zone
+        counted = [(spec, *spec_terms(spec, analyzer, zone)) for spec in specs]
         # The vocabulary may still map a word that another process has deleted since (its last
         # record dropped): only a term some indexed record uses is sure to be stored, once the
         # index has caught up (before the build, the index holds only this process's re-analysis).

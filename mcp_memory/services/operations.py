@@ -18,7 +18,8 @@ from mcp_memory.db import Tx
 from mcp_memory.errors import ConflictError, ImportFormatError, InvalidInputError, MCPMemoryError
 from mcp_memory.models.records import Observation, Session
 from mcp_memory.models.results import DiagnoseResult, EmbeddingReport, ExportResult, ImportResult, LatencyReport
-from mcp_memory.repositories.archive import TABLES, ArchiveRepository, RowConflict, TableSpec
+from mcp_memory.repositories.archive import ArchiveRepository, RowConflict
+from mcp_memory.repositories.archive_tables import TABLES, TableSpec
 from mcp_memory.repositories.embeddings import EmbeddingRepository
 from mcp_memory.repositories.memories import MemoryRepository
 from mcp_memory.repositories.meta import MetaRepository

@@ -21,9 +21,7 @@ word (only stop words) is similar to nothing.
 
 from __future__ import annotations
 
-import re
-from collections.abc import Hashable, Sequence
-from collections.abc import Set as AbstractSet
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from mcp_memory.db import Tx
@@ -34,32 +32,16 @@ from mcp_memory.models.records import Lesson, Outcome
 from mcp_memory.repositories.lessons import LessonRepository
 from mcp_memory.repositories.outcomes import OutcomeRepository
 from mcp_memory.repositories.sessions import SessionRepository
-from mcp_memory.services.common import Deps, Scrubber, Service
+from mcp_memory.services.common import Deps, Scrubber, Service, jaccard
 from mcp_memory.services.compress import shorten
 from mcp_memory.services.lesson_identity import fingerprint
 from mcp_memory.services.lessons import LessonService
 from mcp_memory.services.mistake_cards import MistakeCardInput, clean_card, record_mistake_cards
+from mcp_memory.services.task_types import infer_task_type
 
 SUCCESS_SCORE = 0.5
 """A score at or above this counts as success when only a score is given."""
 
-# Checked in order; the first task type whose words appear in the task wins.
-_TASK_TYPE_WORDS: tuple[tuple[str, frozenset[str]], ...] = (
-    ("bugfix", frozenset({"fix", "bug", "error", "crash", "except", "broken", "regress", "fail", "issu"})),
-    ("testing", frozenset({"test", "pytest", "coverag", "unittest", "spec"})),
-    ("refactor", frozenset({"refactor", "renam", "cleanup", "restructur", "simplifi", "extract"})),
-    ("documentation", frozenset({"doc", "readm", "document", "docstr", "comment", "changelog"})),
-    ("deployment", frozenset({"deploy", "releas", "ci", "pipelin", "docker", "kubernet", "publish"})),
-    ("performance", frozenset({"perform", "slow", "speed", "optim", "latenc", "faster", "profil"})),
-    ("research", frozenset({"investig", "research", "analys", "analyz", "explor", "compar", "evalu"})),
-    ("configuration", frozenset({"config", "configur", "setup", "instal", "environ", "upgrad"})),
-    ("feature", frozenset({"add", "implement", "build", "creat", "support", "new", "featur"})),
-)
-
-# British -ise/-isation and -yse forms, rewritten to -ize/-yze for the keyword families: the English
-# stemmer maps "optimize" and "optimization" to "optim" but "optimise" to "optimis".
-_BRITISH_IS = re.compile(r"(?<=\w\w\w)is(?=(?:e|es|ed|ing|er|ers|ation|ations)\b)", re.IGNORECASE)
-_BRITISH_YS = re.compile(r"(?<=\w\w)ys(?=(?:e|es|ed|ing|er|ers)\b)", re.IGNORECASE)
 _FROM_ERROR = "the approach that led to: "
 
 
@@ -79,11 +61,6 @@ def source_count(source: dict[str, object], key: str) -> int:
     """A count kept in a derived lesson's source (0 when absent, negative or not a whole number)."""
     value = source.get(key)
     return value if isinstance(value, int) and value > 0 else 0
-
-
-def jaccard(a: AbstractSet[Hashable], b: AbstractSet[Hashable]) -> float:
-    """Overlap of two sets of words (or term ids); 0.0 when either is empty (nothing to compare)."""
-    return len(a & b) / len(a | b) if a and b else 0.0
 
 
 class OutcomeService(Service):
@@ -176,25 +153,8 @@ class OutcomeService(Service):
         )
 
     async def _infer_task_type(self, tx: Tx, project: str, task: str) -> str:
-        """The type of the most similar past task, else the first keyword family that matches.
-
-        Keywords match in either spelling ("optimise" as "optimize"); the -ize form is only added, so
-        words such as "precise" keep their own stem too.
-        """
-        words = self.words(task)
-        best, best_type = 0.0, None
-        for past in await OutcomeRepository(tx).recent(project, limit=200):
-            if not past.task_type_inferred:
-                overlap = jaccard(words, self.words(past.task))
-                if overlap > best:
-                    best, best_type = overlap, past.task_type
-        if best_type is not None and best >= 0.6:
-            return best_type
-        spelled = words | self.words(_BRITISH_YS.sub("yz", _BRITISH_IS.sub("iz", task)))
-        for name, stems in _TASK_TYPE_WORDS:
-            if spelled & stems:
-                return name
-        return "general"
+        """The task type of `task`, judged against this project's recent outcomes (services/task_types.py)."""
+        return infer_task_type(self.words, task, await OutcomeRepository(tx).recent(project, limit=200))
 
     # -- heuristics and anti-patterns -------------------------------------------------------------
 

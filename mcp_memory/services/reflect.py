@@ -35,12 +35,11 @@ from mcp_memory.repositories.outcomes import OutcomeRepository
 from mcp_memory.repositories.relations import RelationRepository
 from mcp_memory.repositories.sessions import SessionRepository
 from mcp_memory.search.index import SearchFilter
-from mcp_memory.services.common import Deps, Service, time_window
+from mcp_memory.services.common import Deps, Service, jaccard, time_window
 from mcp_memory.services.compress import counted, shorten
 from mcp_memory.services.fixes import fixes_of
 from mcp_memory.services.lesson_identity import find_twin
 from mcp_memory.services.lessons import LessonService
-from mcp_memory.services.outcomes import jaccard
 from mcp_memory.services.relations import relation_view
 
 REFLECT_DAYS = 7
