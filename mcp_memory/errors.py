@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from mcp_memory.ids import PREFIXES, kind_of
+
 
 class MCPMemoryError(Exception):
     """Base of every error the services raise on purpose (never a bug)."""
@@ -21,6 +23,9 @@ class NotFoundError(MCPMemoryError):
 
     def __init__(self, kind: str, record_id: str, hint: str = "", field: str | None = None) -> None:
         message = f"No {kind} {record_id!r} in this project"
+        named = _named_kind(kind, record_id)
+        if named:
+            message += f" (that is {named} id, not {_article(kind)} {kind.replace('_', ' ')}'s)"
         if field:
             message = f"{field}: {message}"
         super().__init__(f"{message}; {hint}" if hint else message)
@@ -46,3 +51,18 @@ class BusyError(StorageError):
 
 class ImportFormatError(MCPMemoryError):
     """An import document is not a mcp-memory export this version can read."""
+
+
+def _named_kind(kind: str, record_id: str) -> str | None:
+    """The kind an id's prefix names when it is not `kind` ("an observation"), else None.
+
+    Callers' own session names never start with a record-id prefix, so the prefix always tells.
+    """
+    other = kind_of(record_id)
+    if kind not in PREFIXES or other is None or other == kind:
+        return None
+    return f"{_article(other)} {other.replace('_', ' ')}"
+
+
+def _article(word: str) -> str:
+    return "an" if word[0] in "aeiou" else "a"

@@ -127,7 +127,12 @@ CASES = [
     case("memory_get", "id", "valid string", id=123),
     case("memory_get", "id", "at most 128 characters", id="m" * 129),
     case("memory_get", "id", "No memory 'mem_0000000000unknown000'", id="mem_0000000000unknown000"),
-    case("memory_get", "id", "No memory 'obs_0000000000unknown000'", id="obs_0000000000unknown000"),
+    case(
+        "memory_get",
+        "id",
+        "No memory 'obs_0000000000unknown000' in this project (that is an observation id, not a memory's)",
+        id="obs_0000000000unknown000",
+    ),
     *project_cases("memory_get", id="mem_0000000000unknown000"),
     # memory_smart_search
     case("memory_smart_search", "query", "give a query, or ids"),

@@ -98,6 +98,11 @@ async def test_a_parent_must_exist_and_unknown_ids_are_not_found(client: Client)
     assert "act_missing" in await call_error(client, "memory_action_update", id="act_missing", status="done")
     other = await create(client, "Elsewhere", project="other")
     assert other["id"] in await call_error(client, "memory_action_update", id=other["id"], status="done")
+    memory = await call(client, "memory_save", content="Deploys run on Fridays")
+    # an id of another kind says so (its prefix tells; nothing about whether it exists)
+    assert f"id: No action {memory['id']!r} in this project (that is a memory id, not an action's)" in (
+        await call_error(client, "memory_action_update", id=memory["id"], status="done")
+    )
 
 
 async def test_a_new_action_cannot_start_done_or_active_before_its_dependencies(client: Client) -> None:
