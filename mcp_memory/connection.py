@@ -36,7 +36,21 @@ def translate_error(exc: sqlite3.Error) -> Exception:
     if isinstance(exc, sqlite3.OperationalError) and ("locked" in text or "busy" in text):
         return BusyError("the database stayed locked by another writer; try again")
     logger.error("SQLite error: %s", text)
-    return StorageError(f"storage error: {text}")
+    code = getattr(exc, "sqlite_errorcode", None)  # absent on errors the driver raises itself
+    advice = _ADVICE.get(code & 0xFF) if isinstance(code, int) else None
+    return StorageError(f"storage error: {text}" + (f" ({advice})" if advice else ""))
+
+
+# What to do about the storage errors a user can fix, by SQLite's primary result code. A failed
+# call is one rolled-back transaction, so each can say that nothing was changed.
+_ADVICE = {
+    sqlite3.SQLITE_FULL: "the disk holding the database or SQLite's temporary files has no room left; "
+    "this call changed nothing: free some space and try again",
+    sqlite3.SQLITE_IOERR: "the system refused to read or write the database's files (a full disk, a file size "
+    "limit, a failing device or a removed folder); this call changed nothing",
+    sqlite3.SQLITE_READONLY: "the database file or its folder cannot be written to; this call changed nothing: "
+    "check their permissions",
+}
 
 
 class Conn:
