@@ -144,6 +144,7 @@ async def open_app(
                     "sessions": episodic.reindex_sessions,
                     "lessons": lessons.reindex,
                 },
+                memories.join_apart,
             ),
             lessons=lessons,
             outcomes=OutcomeService(deps, lessons),

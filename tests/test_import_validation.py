@@ -120,7 +120,7 @@ BROKEN: dict[str, tuple[Callable[[Tables], None], str]] = {
     ),
     "dependency cycle": (add_reverse_dependency, "depends_on: would make a dependency cycle through action act_"),
     "parent cycle": (parents_in_a_circle, "parent_id: would make action act_"),
-    "two latest versions": (two_latest, ".is_latest: memory chain mem_"),
+    "two latest versions": (two_latest, ".is_latest: the document marks more than one version of memory chain mem_"),
     "wrong id prefix": (edit("memories", id="zzz_123"), "memories[0].id: must be a mem_… id"),
     "observation id as a memory's": (
         lambda t: t["memories"][0].update(id=t["observations"][0]["id"]),

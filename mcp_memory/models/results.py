@@ -291,4 +291,9 @@ class ImportResult(BaseModel):
     updated: dict[str, int]
     unchanged: dict[str, int]
     reindexed: int
+    joined_chains: list[str] = Field(
+        default_factory=list,
+        description="Root ids of memory chains that had grown apart (a new version saved on each of two "
+        "machines) and were joined: every version kept, in the order they were saved, the last one latest.",
+    )
     redacted: Redacted = Field(default_factory=dict, description=REDACTED_DESC)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, NamedTuple
 
 from pydantic import BaseModel
 
@@ -26,6 +26,16 @@ class RowConflict(ConflictError):
         super().__init__(f"{spec.name}: another record has the same {', '.join(spec.unique)}")
         self.position = position
         self.columns = spec.unique
+
+
+class ChainLink(NamedTuple):
+    """One version's place in its memory chain, as stored."""
+
+    id: str
+    parent_id: str | None
+    version: int
+    is_latest: bool
+    superseded_by: str | None
 
 
 @dataclass(frozen=True, slots=True)
@@ -202,19 +212,19 @@ class ArchiveRepository(Repository):
             found.update((row[0], row[1]) for row in rows)
         return found
 
-    async def latest_versions(self, root_ids: Sequence[str]) -> dict[str, list[str]]:
-        """root id -> ids of the versions marked latest, for the memory chains of those roots."""
-        found: dict[str, list[str]] = {}
+    async def chain_links(self, root_ids: Sequence[str]) -> dict[str, list[ChainLink]]:
+        """root id -> how each version of that memory chain is linked, by version number."""
+        found: dict[str, list[ChainLink]] = {}
         unique = list(dict.fromkeys(root_ids))
         for start in range(0, len(unique), _CHUNK):
             chunk = unique[start : start + _CHUNK]
             rows = await self.conn.fetchall(
-                f"SELECT root_id, id FROM memories WHERE is_latest = 1 AND root_id IN ({placeholders(len(chunk))}) "
-                "ORDER BY root_id, id",
+                "SELECT root_id, id, parent_id, version, is_latest, superseded_by FROM memories "
+                f"WHERE root_id IN ({placeholders(len(chunk))}) ORDER BY root_id, version, id",
                 tuple(chunk),
             )
             for row in rows:
-                found.setdefault(row[0], []).append(row[1])
+                found.setdefault(row[0], []).append(ChainLink(row[1], row[2], row[3], bool(row[4]), row[5]))
         return found
 
     async def in_cycles(self, edges: Literal["parent", "dependency"], ids: Sequence[str]) -> set[str]:

@@ -102,6 +102,14 @@ class MemoryRepository(Repository):
             (by, at, mem_id),
         )
 
+    async def relink(self, mem: Memory) -> None:
+        """Store a version's place in its chain: parent, version number, latest flag, successor, similarity."""
+        await self.conn.execute(
+            "UPDATE memories SET parent_id = ?, version = ?, is_latest = ?, superseded_by = ?, similarity = ?, "
+            "updated_at = ? WHERE id = ?",
+            (mem.parent_id, mem.version, int(mem.is_latest), mem.superseded_by, mem.similarity, mem.updated_at, mem.id),
+        )
+
     async def page(
         self, project: str, kinds: Sequence[str] | None, latest_only: bool, limit: int, offset: int
     ) -> tuple[list[Memory], int]:
@@ -170,9 +178,9 @@ class MemoryRepository(Repository):
         await self.conn.execute(
             "UPDATE memories SET parent_id = ? WHERE id = ? AND parent_id IS NULL", (older.id, newer.root_id)
         )
-        await self.conn.execute(
+        await self.conn.execute(  # followed by the newer chain's first version, not by its latest
             "UPDATE memories SET is_latest = 0, superseded_by = ?, updated_at = ? WHERE id = ?",
-            (newer.id, at, older.id),
+            (newer.root_id, at, older.id),
         )
 
     async def delete_chain(self, root_id: str, project: str) -> list[str]:

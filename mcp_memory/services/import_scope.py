@@ -3,12 +3,16 @@
 No row replaces, or points at, another project's record; the one exception is a session name (a
 caller's conversation key): one that another project holds is stored scoped to the imported row's
 project, as memory_observe would store it. Every record a row names is in the document or stored,
-no memory chain ends with two latest versions and no action becomes its own ancestor or waits for
-itself, as the tools guarantee. ImportTally counts what an import did, table by table, with its scope.
+and no action becomes its own ancestor or waits for itself, as the tools guarantee. A memory chain
+the import leaves out of line (two latest versions: it grew apart on two machines, each saving a
+version of its own; or rows of copies that were joined differently) is handed back to be relinked,
+unless the document itself marks two versions of it latest (refused).
+ImportTally counts what an import did, table by table, with its scope.
 """
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Literal
@@ -18,7 +22,7 @@ from pydantic import BaseModel
 from mcp_memory.errors import ImportFormatError
 from mcp_memory.ids import SCOPE_MARK, scoped_session_id
 from mcp_memory.models.records import Action, ActionDependency, Memory, Session
-from mcp_memory.repositories.archive import ArchiveRepository, UpsertResult
+from mcp_memory.repositories.archive import ArchiveRepository, ChainLink, UpsertResult
 from mcp_memory.repositories.archive_tables import TableSpec
 from mcp_memory.repositories.relations import table_of
 from mcp_memory.services.common import GLOBAL_PROJECT
@@ -43,6 +47,7 @@ class _Suspect:
     where: str
     shape: Literal["chain", "parent", "dependency"]
     key: str  # the memory chain's root id, or the action's id
+    project: str = ""  # the chain's
 
 
 class ImportScope:
@@ -53,6 +58,7 @@ class ImportScope:
         self._pending: list[_Claim] = []  # rows naming records not stored yet (later in the document)
         self._suspects: list[_Suspect] = []  # rows whose shape problem a later row might still mend
         self._renamed: dict[tuple[str, str], str] = {}  # (project, session name) -> the id it is stored under
+        self._latest_rows: Counter[str] = Counter()  # memory chain root id -> rows of the document marked latest
 
     async def rename(self, repo: ArchiveRepository, spec: TableSpec, records: list[BaseModel]) -> list[BaseModel]:
         """The chunk with each session named like another project's stored under its scoped id, and rows
@@ -97,6 +103,8 @@ class ImportScope:
         claims = []
         for index, (record, result) in enumerate(zip(records, results, strict=True), start=first):
             where = f"document.tables.{spec.name}[{index}]"
+            if isinstance(record, Memory) and record.is_latest:
+                self._latest_rows[record.root_id] += 1
             if result.foreign:
                 raise ImportFormatError(f"{where}.id: already names a record of another project; give the row a new id")
             unchanged = not (result.inserted or result.updated)
@@ -116,26 +124,30 @@ class ImportScope:
         ]
         self._suspects.extend(await self._misshapen(repo, _suspects(changed)))
 
-    async def finish(self, repo: ArchiveRepository) -> None:
-        """Check the rows that named records stored later in the import, and the shapes left by the whole."""
+    async def finish(self, repo: ArchiveRepository) -> list[tuple[str, str]]:
+        """Check the rows that named records stored later in the import, and the shapes left by the
+        whole; returns the memory chains left out of line, as (project, root id), to be relinked."""
         pending, self._pending = self._pending, []
         await self._settle(repo, pending, final=True)
         suspects, self._suspects = self._suspects, []
-        misshapen = await self._misshapen(repo, suspects)
-        if misshapen:
-            first = misshapen[0]
-            raise ImportFormatError(f"{first.where}.{_PROBLEMS[first.shape].format(key=first.key)}")
+        apart: dict[str, str] = {}
+        for suspect in await self._misshapen(repo, suspects):
+            if suspect.shape == "chain" and self._latest_rows[suspect.key] <= 1:
+                apart.setdefault(suspect.key, suspect.project)
+                continue
+            raise ImportFormatError(f"{suspect.where}.{_PROBLEMS[suspect.shape].format(key=suspect.key)}")
+        return sorted((project, root_id) for root_id, project in apart.items())
 
     @staticmethod
     async def _misshapen(repo: ArchiveRepository, suspects: list[_Suspect]) -> list[_Suspect]:
         """Those of the suspects whose chain or actions are malformed as things are stored now."""
-        latest = await repo.latest_versions([s.key for s in suspects if s.shape == "chain"])
+        chains = await repo.chain_links([s.key for s in suspects if s.shape == "chain"])
         parents = await repo.in_cycles("parent", [s.key for s in suspects if s.shape == "parent"])
         waits = await repo.in_cycles("dependency", [s.key for s in suspects if s.shape == "dependency"])
         return [
             s
             for s in suspects
-            if (s.shape == "chain" and len(latest.get(s.key, ())) > 1)
+            if (s.shape == "chain" and not _in_line(s.key, chains.get(s.key, [])))
             or (s.shape == "parent" and s.key in parents)
             or (s.shape == "dependency" and s.key in waits)
         ]
@@ -171,18 +183,36 @@ class ImportScope:
 
 
 _PROBLEMS = {
-    "chain": "is_latest: memory chain {key} would have more than one latest version; a chain has one",
+    "chain": "is_latest: the document marks more than one version of memory chain {key} latest; a chain has one",
     "parent": "parent_id: would make action {key} its own ancestor",
     "dependency": "depends_on: would make a dependency cycle through action {key}",
 }
+
+
+def _in_line(root_id: str, links: Sequence[ChainLink]) -> bool:
+    """Whether a memory chain is one line, as the tools leave it: versions 1..n from its root, each
+    following the one before, only the last latest (`links` by version)."""
+    if not links or links[0].id != root_id:
+        return False
+    for position, link in enumerate(links):
+        before = links[position - 1].id if position else None
+        after = links[position + 1].id if position + 1 < len(links) else None
+        if (link.version, link.parent_id, link.superseded_by, link.is_latest) != (
+            position + 1,
+            before,
+            after,
+            after is None,
+        ):
+            return False
+    return True
 
 
 def _suspects(rows: Sequence[tuple[str, BaseModel]]) -> list[_Suspect]:
     """The written rows that could have broken a chain or an action graph, with what to check."""
     found = []
     for where, record in rows:
-        if isinstance(record, Memory) and record.is_latest:
-            found.append(_Suspect(where, "chain", record.root_id))
+        if isinstance(record, Memory):
+            found.append(_Suspect(where, "chain", record.root_id, record.project))
         elif isinstance(record, Action) and record.parent_id is not None:
             found.append(_Suspect(where, "parent", record.id))
         elif isinstance(record, ActionDependency):
@@ -202,6 +232,8 @@ class ImportTally:
     rows: int = 0
     sessions: set[str] = field(default_factory=set)
     """Sessions whose row or observations the import wrote (their counts and positions are settled last)."""
+    joined: list[str] = field(default_factory=list)
+    """Root ids of the memory chains that had grown apart, joined at the end."""
 
     def seen(self, table: str) -> int:
         """Rows of `table` stored so far (the position of its next row in the document)."""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import heapq
 from collections.abc import AsyncIterator, Sequence
 
 from mcp_memory.db import Conn, Database, Tx
@@ -13,7 +14,7 @@ from mcp_memory.repositories.memories import MemoryRepository
 from mcp_memory.repositories.meta import MetaRepository
 from mcp_memory.repositories.sessions import SessionRepository
 from mcp_memory.search.index import SearchFilter
-from mcp_memory.services.common import Deps, Service, moment
+from mcp_memory.services.common import Deps, Service, jaccard, moment
 from mcp_memory.services.index_docs import DocSpec
 
 SUPERSEDE_THRESHOLD = 0.7
@@ -199,6 +200,40 @@ class MemoryService(Service):
         ]
         return MemoryDetail(memory=mem, latest_id=latest.id, versions=versions)
 
+    async def join_apart(self, tx: Tx, chains: Sequence[tuple[str, str]]) -> list[str]:
+        """Relink memory chains, given as (project, root id), that an import left out of line: two
+        machines each saved a new version of one memory, then one imported the other's export (or
+        rows of copies joined differently met). Every version is kept, in the order they were saved
+        (never before the version it followed), the last one latest; the rows that move get a new
+        update time, so an export of the result replaces the stale copies. Returns the root ids."""
+        repo = MemoryRepository(tx)
+        now = self.now_iso()
+        moved: list[Memory] = []
+        for project, root_id in chains:
+            order = _in_saved_order(await repo.chain(root_id, project), root_id)
+            for position, mem in enumerate(order):
+                before = order[position - 1] if position else None
+                after = order[position + 1] if position + 1 < len(order) else None
+                links: dict[str, object] = {
+                    "parent_id": before.id if before else None,
+                    "version": position + 1,
+                    "is_latest": after is None,
+                    "superseded_by": after.id if after else None,
+                }
+                if before is not None and mem.parent_id != before.id:
+                    links["similarity"] = round(jaccard(self._words(before), self._words(mem)), 4)
+                if all(getattr(mem, name) == value for name, value in links.items()):
+                    continue
+                mem = mem.model_copy(update=links | {"updated_at": now})
+                await repo.relink(mem)
+                tx.changed("memory", mem.id, "update")
+                moved.append(mem)
+        await self.reindex(tx, moved)
+        return [root_id for _, root_id in chains]
+
+    def _words(self, mem: Memory) -> set[str]:
+        return set(self.deps.index.analyzer.terms(memory_text(mem)))
+
     async def _memory_docs(self, db: Database) -> AsyncIterator[list[DocSpec]]:
         async with db.read() as conn:
             projects = await MetaRepository(conn).projects_of("memories")
@@ -216,6 +251,29 @@ class MemoryService(Service):
         """Bring the index in line with stored memories (latest indexed, older versions not)."""
         await self.deps.indexer.drop(tx, [m.id for m in memories if not m.is_latest])
         await self.deps.indexer.put_many(tx, [memory_doc(m) for m in memories if m.is_latest])
+
+
+def _in_saved_order(chain: Sequence[Memory], root_id: str) -> list[Memory]:
+    """A chain's versions oldest first by when each was saved, each after the version it followed
+    (clocks of two machines may disagree), the root first; a version whose parent is not in the
+    chain counts as following nothing."""
+    ids = {mem.id for mem in chain}
+    followers: dict[str, list[Memory]] = {}
+    ready: list[tuple[bool, str, str, Memory]] = []
+    for mem in chain:
+        if mem.parent_id in ids and mem.parent_id != mem.id:
+            followers.setdefault(mem.parent_id, []).append(mem)
+        else:
+            heapq.heappush(ready, (mem.id != root_id, mem.created_at, mem.id, mem))
+    order: list[Memory] = []
+    while ready:
+        mem = heapq.heappop(ready)[3]
+        order.append(mem)
+        for follower in followers.pop(mem.id, []):
+            heapq.heappush(ready, (follower.id != root_id, follower.created_at, follower.id, follower))
+    # versions whose parents follow one another in a circle (no tool makes one): last, by time
+    order += sorted((m for group in followers.values() for m in group), key=lambda m: (m.created_at, m.id))
+    return order
 
 
 def _same(old: Memory, new: Memory, given: set[str]) -> bool:

@@ -47,13 +47,17 @@ SESSION_CHUNK = 500  # sessions an import settles at a time (their renumbered ob
 Reindexer = Callable[[Tx, Sequence[Any]], Awaitable[None]]
 """Brings the index in line with freshly imported records of one table."""
 
+ChainJoiner = Callable[[Tx, Sequence[tuple[str, str]]], Awaitable[list[str]]]
+"""Joins memory chains, as (project, root id), that grew apart; returns their root ids."""
+
 
 class OperationsService(Service):
     """Diagnose, export and import."""
 
-    def __init__(self, deps: Deps, reindexers: dict[str, Reindexer]) -> None:
+    def __init__(self, deps: Deps, reindexers: dict[str, Reindexer], join_chains: ChainJoiner) -> None:
         super().__init__(deps)
         self._reindexers = reindexers
+        self._join_chains = join_chains
 
     async def ready(self) -> bool:
         """The database answers a query and the index has been built from it."""
@@ -248,6 +252,7 @@ class OperationsService(Service):
             updated=tally.updated,
             unchanged=tally.unchanged,
             reindexed=tally.reindexed,
+            joined_chains=tally.joined,
             redacted=scrub.summary(),
         )
 
@@ -262,8 +267,7 @@ class OperationsService(Service):
             for spec, chunk in _chunks(parsed):
                 await self._store(tx, spec, chunk, tally)
                 await progress(tally.rows, total, f"imported {tally.rows} of {total} rows ({spec.name})")
-            await tally.scope.finish(ArchiveRepository(tx))
-            await self._settle_sessions(tx, tally.sessions)
+            await self._finish(tx, tally)
 
     async def _import_file(self, source: anyio.Path, parse: RowParser, progress: Progress, tally: ImportTally) -> None:
         try:
@@ -278,8 +282,7 @@ class OperationsService(Service):
                     await self._store(tx, spec, chunk, tally)
                     mib = f"{read / 2**20:.1f} of {size / 2**20:.1f} MiB"
                     await progress(min(read, size), size, f"imported {tally.rows} rows ({spec.name}), {mib} read")
-            await tally.scope.finish(ArchiveRepository(tx))
-            await self._settle_sessions(tx, tally.sessions)
+            await self._finish(tx, tally)
 
     async def _store(self, tx: Tx, spec: TableSpec, chunk: list[BaseModel], tally: ImportTally) -> None:
         """Upsert one chunk of a table's rows, note the changes and bring the index in line."""
@@ -309,6 +312,13 @@ class OperationsService(Service):
                 await reindex(tx, touched)
             tally.reindexed += len(touched)
         tally.rows += len(chunk)
+
+    async def _finish(self, tx: Tx, tally: ImportTally) -> None:
+        """After the last row: the checks across rows, memory chains that grew apart joined, and
+        the sessions written to settled."""
+        apart = await tally.scope.finish(ArchiveRepository(tx))
+        tally.joined = await self._join_chains(tx, apart)
+        await self._settle_sessions(tx, tally.sessions)
 
     async def _settle_sessions(self, tx: Tx, session_ids: set[str]) -> None:
         """Make the sessions an import wrote to agree with the observations they now hold.
