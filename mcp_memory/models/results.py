@@ -293,7 +293,8 @@ class ImportResult(BaseModel):
     reindexed: int
     joined_chains: list[str] = Field(
         default_factory=list,
-        description="Root ids of memory chains that had grown apart (a new version saved on each of two "
-        "machines) and were joined: every version kept, in the order they were saved, the last one latest.",
+        description="Root ids of memory chains the import relinked as one line: grown apart (a new version "
+        "saved on each of two machines) or mixed from copies joined differently. Every version is kept, in the "
+        "order they were saved, the last one latest.",
     )
     redacted: Redacted = Field(default_factory=dict, description=REDACTED_DESC)
