@@ -188,3 +188,37 @@ async def test_three_machines_editing_and_exchanging_at_random_keep_every_chain_
     assert len(_lines(finals[0])) > 5
     assert finals[1] == finals[0]
     assert finals[2] == finals[0]
+
+
+async def test_versions_saved_after_a_merge_elsewhere_follow_their_chain_into_it(tmp_path: Path) -> None:
+    clock = FakeClock()
+    deploy = "The deploy script lives in scripts/deploy.sh and runs from the main branch."
+    async with AsyncExitStack() as stack:
+        a = await stack.enter_async_context(Client(build_server(fresh_settings(tmp_path, "a"), clock)))
+        b = await stack.enter_async_context(Client(build_server(fresh_settings(tmp_path, "b"), clock)))
+        kept = await call(a, "memory_save", content=deploy)
+        clock.advance(minutes=1)
+        other = await call(a, "memory_save", content="Release notes are written in the wiki.")
+        clock.advance(minutes=1)
+        twin = await call(a, "memory_save", content=deploy + " Always.", supersedes=other["id"])
+        await call(b, "memory_import", document=await export_document(a))
+        clock.advance(minutes=1)
+        on_b = await call(b, "memory_save", content="Release notes now go to the changelog.", supersedes=twin["id"])
+        clock.advance(minutes=1)
+        await call(a, "memory_consolidate")  # merges the twin's chain into the first memory's
+
+        result = await call(b, "memory_import", document=await export_document(a))
+        chain = await call(b, "memory_get", id=on_b["id"])
+        health = await call(b, "memory_diagnose")
+        memories = (await export_document(b))["tables"]["memories"]
+
+    assert result["joined_chains"] == [kept["id"]]
+    assert [(v["id"], v["version"], v["is_latest"]) for v in chain["versions"]] == [
+        (kept["id"], 1, False),
+        (other["id"], 2, False),
+        (twin["id"], 3, False),
+        (on_b["id"], 4, True),
+    ]
+    assert {m["root_id"] for m in memories} == {kept["id"]}
+    assert health["index_docs"] == {"memory": 1}
+    assert health["index_in_sync"] is True

@@ -225,19 +225,21 @@ async def test_a_row_may_leave_a_chain_or_a_parent_broken_until_a_later_row_mend
     assert {a["id"]: a["parent_id"] for a in actions["actions"]} == {one["id"]: two["id"], two["id"]: None}
 
 
-async def test_a_row_with_another_records_unique_name_is_refused_naming_it(client: Client, tmp_path: Path) -> None:
+async def test_two_rows_of_a_document_with_one_unique_name_are_refused_naming_the_second(
+    client: Client, tmp_path: Path
+) -> None:
     await call(client, "memory_slot_create", name="notes", content="Mine.")
     document = await export_document(client)
-    document["tables"]["slots"][0]["id"] = "slot_01elsewhere0000000000"
+    twin = document["tables"]["slots"][0] | {"id": "slot_01elsewhere0000000000", "content": "Twin."}
+    document["tables"]["slots"].append(twin)
 
     async with Client(build_server(fresh_settings(tmp_path))) as fresh:
-        await call(fresh, "memory_slot_create", name="notes", content="Theirs.")
         message = await call_error(fresh, "memory_import", document=document)
-        kept = await call(fresh, "memory_slot_get", name="notes")
+        left = await call(fresh, "memory_slot_list")
 
-    assert "document.tables.slots[0].name: another record (stored, or earlier in the document)" in message
+    assert "document.tables.slots[1].name: another record (stored, or earlier in the document)" in message
     assert "has the same project, name; give the row that record's id, or change it" in message
-    assert kept["content"] == "Theirs."
+    assert "notes" not in {s["name"] for s in left["slots"]}
 
 
 # -- the document's versions ------------------------------------------------------------------------

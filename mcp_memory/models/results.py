@@ -291,6 +291,12 @@ class ImportResult(BaseModel):
     updated: dict[str, int]
     unchanged: dict[str, int]
     reindexed: int
+    matched_by_name: dict[str, int] = Field(
+        default_factory=dict,
+        description="Rows, by table, taken as the stored record with the same name under another id (a slot "
+        "name, a lesson's text, a mistake card, a relation's ends and type, made alike on two machines); newer "
+        "replaced older as for any row, and rows naming them were pointed at the stored record.",
+    )
     joined_chains: list[str] = Field(
         default_factory=list,
         description="Root ids of memory chains the import relinked as one line: grown apart (a new version "

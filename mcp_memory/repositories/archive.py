@@ -146,6 +146,18 @@ class ArchiveRepository(Repository):
                 current[tuple(row[k] for k in spec.key)] = row
         return current
 
+    async def twins(self, spec: TableSpec, records: Sequence[BaseModel]) -> dict[str, str]:
+        """id -> the id of the stored record holding the same `unique` values, for those of
+        `records` (of a table keyed by id) that such a record of another id holds."""
+        rows = [self._row(spec, record) for record in records]
+        holders = await self._holders(spec, rows)
+        found = {}
+        for row in rows:
+            held = holders.get(tuple(row[c] for c in spec.unique))
+            if held is not None and held[0] != row["id"]:
+                found[row["id"]] = held[0]
+        return found
+
     async def _holders(self, spec: TableSpec, rows: Sequence[dict[str, Any]]) -> dict[tuple[Any, ...], tuple[Any, ...]]:
         """unique values -> key of the stored records holding the `unique` values of some of `rows`."""
         if not spec.unique:
@@ -208,6 +220,18 @@ class ArchiveRepository(Repository):
             rows = await self.conn.fetchall(
                 f"SELECT id, project FROM {TABLES_BY_NAME[table].name} WHERE id IN ({placeholders(len(chunk))})",
                 tuple(chunk),
+            )
+            found.update((row[0], row[1]) for row in rows)
+        return found
+
+    async def memory_roots(self, ids: Sequence[str]) -> dict[str, str]:
+        """id -> root id of the stored memories with those ids."""
+        found: dict[str, str] = {}
+        unique = list(dict.fromkeys(ids))
+        for start in range(0, len(unique), _CHUNK):
+            chunk = unique[start : start + _CHUNK]
+            rows = await self.conn.fetchall(
+                f"SELECT id, root_id FROM memories WHERE id IN ({placeholders(len(chunk))})", tuple(chunk)
             )
             found.update((row[0], row[1]) for row in rows)
         return found

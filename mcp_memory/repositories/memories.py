@@ -110,6 +110,17 @@ class MemoryRepository(Repository):
             (mem.parent_id, mem.version, int(mem.is_latest), mem.superseded_by, mem.similarity, mem.updated_at, mem.id),
         )
 
+    async def reroot(self, old_root: str, new_root: str, project: str, at: str) -> list[str]:
+        """Move every version of one chain into another (by root id); returns the ids moved."""
+        rows = await self.conn.fetchall(
+            "SELECT id FROM memories WHERE root_id = ? AND project = ? ORDER BY id", (old_root, project)
+        )
+        await self.conn.execute(
+            "UPDATE memories SET root_id = ?, updated_at = ? WHERE root_id = ? AND project = ?",
+            (new_root, at, old_root, project),
+        )
+        return [row[0] for row in rows]
+
     async def page(
         self, project: str, kinds: Sequence[str] | None, latest_only: bool, limit: int, offset: int
     ) -> tuple[list[Memory], int]:

@@ -8,6 +8,8 @@ from mcp_memory.db import Row
 from mcp_memory.models.records import MistakeCard, Outcome
 from mcp_memory.repositories.base import Repository, dump_json, placeholders, row_dict
 
+_CHUNK = 500  # ids per statement, well under SQLite's variable limit
+
 _OUTCOME_COLUMNS = (
     "id, project, agent_id, session_id, task, task_type, task_type_inferred, success, score, steps, strategy, "
     "duration_s, error, feedback, mistakes, successes, created_at"
@@ -164,6 +166,28 @@ class MistakeCardRepository(Repository):
             "wrong_decision = coalesce(?, wrong_decision), why = coalesce(?, why) WHERE id = ?",
             (at, at, wrong, why, card_id),
         )
+
+    async def count_links(self, card_ids: Sequence[str], at: str) -> list[str]:
+        """Raise each card's seen count to the outcomes linked to it where it is lower (two copies
+        of a card met in an import, each with its own outcomes); returns the cards raised."""
+        raised: list[str] = []
+        for start in range(0, len(card_ids), _CHUNK):
+            chunk = tuple(card_ids[start : start + _CHUNK])
+            rows = await self.conn.fetchall(
+                f"SELECT id FROM mistake_cards c WHERE id IN ({placeholders(len(chunk))}) "
+                "AND seen_count < (SELECT count(*) FROM outcome_mistake_cards l WHERE l.card_id = c.id) ORDER BY id",
+                chunk,
+            )
+            found = [row[0] for row in rows]
+            if found:
+                await self.conn.execute(
+                    "UPDATE mistake_cards SET updated_at = ?, seen_count = "
+                    "(SELECT count(*) FROM outcome_mistake_cards l WHERE l.card_id = mistake_cards.id) "
+                    f"WHERE id IN ({placeholders(len(found))})",
+                    (at, *found),
+                )
+            raised += found
+        return raised
 
     async def link(self, outcome_id: str, card_id: str) -> None:
         await self.conn.execute(

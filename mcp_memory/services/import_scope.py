@@ -15,6 +15,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from operator import attrgetter
 from typing import Literal
 
 from pydantic import BaseModel
@@ -26,6 +27,8 @@ from mcp_memory.repositories.archive import ArchiveRepository, ChainLink, Upsert
 from mcp_memory.repositories.archive_tables import TableSpec
 from mcp_memory.repositories.relations import table_of
 from mcp_memory.services.common import GLOBAL_PROJECT
+
+_id = attrgetter("id")  # of a row of a table keyed by id
 
 # Records of these tables may be global ("*"), and a record of any project may point at them.
 _GLOBAL_TARGETS = {"lessons", "slots"}
@@ -59,17 +62,53 @@ class ImportScope:
         self._suspects: list[_Suspect] = []  # rows whose shape problem a later row might still mend
         self._renamed: dict[tuple[str, str], str] = {}  # (project, session name) -> the id it is stored under
         self._latest_rows: Counter[str] = Counter()  # memory chain root id -> rows of the document marked latest
+        self._aliases: dict[str, str] = {}  # id of an imported record matched by name -> the stored record's id
+        self.matched: dict[str, int] = {}  # table -> rows matched to a stored record by name
+        self.matched_ids: dict[str, set[str]] = {}  # table -> ids of the stored records rows were matched to
+        self._left: dict[str, str] = {}  # id of an imported memory -> the chain (root id) it was stored in before
 
     async def rename(self, repo: ArchiveRepository, spec: TableSpec, records: list[BaseModel]) -> list[BaseModel]:
-        """The chunk with each session named like another project's stored under its scoped id, and rows
-        naming such a session pointed at it (sessions come before the rows that name them in an export)."""
+        """The chunk with each session named like another project's stored under its scoped id; each
+        record with a name a stored record of another id holds (a slot, a lesson, a mistake card, a
+        relation made on two machines alike) taken as that record; and rows naming either pointed at
+        the id it is stored under (a table comes after those its rows name, in an export)."""
         if spec.name == "sessions":
             owners = await repo.owners("sessions", [r.id for r in records if isinstance(r, Session)])
             return [self._scope(r, owners) if isinstance(r, Session) else r for r in records]
-        if not self._renamed:
+        if self._renamed:
+            columns = [column for column, table in spec.refs if table in ("sessions", None)]
+            records = [self._point(record, columns) for record in records]
+        if self._aliases and spec.refs:
+            records = [self._follow(record, [column for column, _ in spec.refs]) for record in records]
+        if spec.unique and spec.key == ("id",):
+            records = await self._match(repo, spec, records)
+        if spec.name == "memories":  # a row moving to another chain leaves the rest of its old one behind
+            roots = await repo.memory_roots([r.id for r in records if isinstance(r, Memory)])
+            self._left.update(
+                (r.id, roots[r.id])
+                for r in records
+                if isinstance(r, Memory) and roots.get(r.id, r.root_id) != r.root_id
+            )
+        return records
+
+    async def _match(self, repo: ArchiveRepository, spec: TableSpec, records: list[BaseModel]) -> list[BaseModel]:
+        """The chunk with each new record whose name a stored record holds under another id taken as it:
+        the row then replaces the stored one if newer, as any row with that id would."""
+        stored = await repo.owners(spec.name, [_id(r) for r in records])
+        twins = await repo.twins(spec, [r for r in records if _id(r) not in stored])
+        if not twins:
             return records
-        columns = [column for column, table in spec.refs if table in ("sessions", None)]
-        return [self._point(record, columns) for record in records]
+        self._aliases.update(twins)
+        self.matched[spec.name] = self.matched.get(spec.name, 0) + len(twins)
+        self.matched_ids.setdefault(spec.name, set()).update(twins.values())
+        return [r.model_copy(update={"id": twins[_id(r)]}) if _id(r) in twins else r for r in records]
+
+    def _follow(self, record: BaseModel, columns: list[str]) -> BaseModel:
+        """One row with its references to records matched by name pointed at the stored ones."""
+        update = {
+            column: self._aliases[value] for column in columns if (value := getattr(record, column)) in self._aliases
+        }
+        return record.model_copy(update=update) if update else record
 
     def _scope(self, session: Session, owners: dict[str, str]) -> Session:
         """A session row, under its scoped id when another project holds its name."""
@@ -122,7 +161,13 @@ class ImportScope:
             for index, (record, result) in enumerate(zip(records, results, strict=True), start=first)
             if result.inserted or result.updated
         ]
-        self._suspects.extend(await self._misshapen(repo, _suspects(changed)))
+        suspects = _suspects(changed)
+        suspects += [
+            _Suspect(where, "chain", self._left[record.id], record.project)
+            for where, record in changed
+            if isinstance(record, Memory) and record.id in self._left
+        ]
+        self._suspects.extend(await self._misshapen(repo, suspects))
 
     async def finish(self, repo: ArchiveRepository) -> list[tuple[str, str]]:
         """Check the rows that named records stored later in the import, and the shapes left by the

@@ -208,8 +208,20 @@ class MemoryService(Service):
         update time, so an export of the result replaces the stale copies. Returns the root ids."""
         repo = MemoryRepository(tx)
         now = self.now_iso()
-        moved: list[Memory] = []
+        targets: dict[str, str] = {}
         for project, root_id in chains:
+            # A chain whose first version was moved into another (consolidation merged them on the
+            # other machine) follows it there.
+            target, seen = root_id, {root_id}
+            while (first := await repo.get_or_none(target, project)) is not None and first.root_id not in seen:
+                target = first.root_id
+                seen.add(target)
+            if target != root_id:
+                for mem_id in await repo.reroot(root_id, target, project, now):
+                    tx.changed("memory", mem_id, "update")
+            targets.setdefault(target, project)
+        moved: list[Memory] = []
+        for root_id, project in sorted(targets.items()):
             order = _in_saved_order(await repo.chain(root_id, project), root_id)
             for position, mem in enumerate(order):
                 before = order[position - 1] if position else None
@@ -229,7 +241,7 @@ class MemoryService(Service):
                 tx.changed("memory", mem.id, "update")
                 moved.append(mem)
         await self.reindex(tx, moved)
-        return [root_id for _, root_id in chains]
+        return sorted(targets)
 
     def _words(self, mem: Memory) -> set[str]:
         return set(self.deps.index.analyzer.terms(memory_text(mem)))

@@ -24,6 +24,7 @@ from mcp_memory.repositories.embeddings import EmbeddingRepository
 from mcp_memory.repositories.memories import MemoryRepository
 from mcp_memory.repositories.meta import MetaRepository
 from mcp_memory.repositories.observations import ObservationRepository
+from mcp_memory.repositories.outcomes import MistakeCardRepository
 from mcp_memory.repositories.search_docs import SearchDocRepository
 from mcp_memory.repositories.sessions import SessionRepository
 from mcp_memory.search.analyzer import ANALYZER_VERSION
@@ -252,6 +253,7 @@ class OperationsService(Service):
             updated=tally.updated,
             unchanged=tally.unchanged,
             reindexed=tally.reindexed,
+            matched_by_name=tally.scope.matched,
             joined_chains=tally.joined,
             redacted=scrub.summary(),
         )
@@ -318,6 +320,10 @@ class OperationsService(Service):
         the sessions written to settled."""
         apart = await tally.scope.finish(ArchiveRepository(tx))
         tally.joined = await self._join_chains(tx, apart)
+        # a card made on two machines has been seen by the outcomes of both
+        cards = sorted(tally.scope.matched_ids.get("mistake_cards", ()))
+        for card_id in await MistakeCardRepository(tx).count_links(cards, self.now_iso()):
+            tx.changed("mistake_card", card_id, "update")
         await self._settle_sessions(tx, tally.sessions)
 
     async def _settle_sessions(self, tx: Tx, session_ids: set[str]) -> None:
