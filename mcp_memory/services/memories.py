@@ -203,7 +203,8 @@ class MemoryService(Service):
     async def join_apart(self, tx: Tx, chains: Sequence[tuple[str, str]]) -> list[str]:
         """Relink memory chains, given as (project, root id), that an import left out of line: two
         machines each saved a new version of one memory, then one imported the other's export (or
-        rows of copies joined differently met). Every version is kept, in the order they were saved
+        rows of copies joined differently met, or a chain's first versions were merged into another
+        chain elsewhere: the rest follow them). Every version is kept, in the order they were saved
         (never before the version it followed), the last one latest; the rows that move get a new
         update time, so an export of the result replaces the stale copies. Returns the root ids."""
         repo = MemoryRepository(tx)
