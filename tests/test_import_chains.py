@@ -20,6 +20,20 @@ PORT_9090 = "The API listens on port 9090 behind the nginx proxy."  # saved on m
 PORT_7070 = "The API listens on port 7070 behind the nginx proxy."  # saved on machine B, later
 
 
+async def machines(stack: AsyncExitStack, tmp_path: Path, clock: FakeClock, *names: str) -> list[Client]:
+    """A server per name, each on its own database, sharing one clock."""
+    return [
+        await stack.enter_async_context(Client(build_server(fresh_settings(tmp_path, name), clock))) for name in names
+    ]
+
+
+async def _root_on_both(a: Client, b: Client) -> dict[str, Any]:
+    """A memory saved on A and copied to B: where the two machines part."""
+    root = await call(a, "memory_save", content=PORT_8080)
+    await call(b, "memory_import", document=await export_document(a))
+    return root
+
+
 def _chain(detail: dict[str, Any]) -> list[tuple[str, int, bool, str | None]]:
     return [(v["id"], v["version"], v["is_latest"], v["content"]) for v in detail["versions"]]
 
@@ -27,10 +41,8 @@ def _chain(detail: dict[str, Any]) -> list[tuple[str, int, bool, str | None]]:
 async def test_a_memory_changed_on_two_machines_joins_in_the_order_saved_and_converges(tmp_path: Path) -> None:
     clock = FakeClock()
     async with AsyncExitStack() as stack:
-        a = await stack.enter_async_context(Client(build_server(fresh_settings(tmp_path, "a"), clock)))
-        b = await stack.enter_async_context(Client(build_server(fresh_settings(tmp_path, "b"), clock)))
-        root = await call(a, "memory_save", content=PORT_8080)
-        await call(b, "memory_import", document=await export_document(a))
+        a, b = await machines(stack, tmp_path, clock, "a", "b")
+        root = await _root_on_both(a, b)
         clock.advance(minutes=5)
         on_a = await call(a, "memory_save", content=PORT_9090, supersedes=root["id"])
         clock.advance(minutes=5)
@@ -70,10 +82,8 @@ async def test_a_memory_changed_on_two_machines_joins_in_the_order_saved_and_con
 async def test_the_later_save_wins_whichever_side_imports(tmp_path: Path) -> None:
     clock = FakeClock()
     async with AsyncExitStack() as stack:
-        a = await stack.enter_async_context(Client(build_server(fresh_settings(tmp_path, "a"), clock)))
-        b = await stack.enter_async_context(Client(build_server(fresh_settings(tmp_path, "b"), clock)))
-        root = await call(a, "memory_save", content=PORT_8080)
-        await call(b, "memory_import", document=await export_document(a))
+        a, b = await machines(stack, tmp_path, clock, "a", "b")
+        root = await _root_on_both(a, b)
         clock.advance(minutes=5)
         first = await call(b, "memory_save", content=PORT_7070 + " Ask the ops team first.", supersedes=root["id"])
         clock.advance(minutes=5)
@@ -84,7 +94,7 @@ async def test_the_later_save_wins_whichever_side_imports(tmp_path: Path) -> Non
         result = await call(b, "memory_import", document=await export_document(a))
         chain = await call(b, "memory_get", id=later["id"])
         # what saving 9090 right after B's version measures, on a third machine
-        c = await stack.enter_async_context(Client(build_server(fresh_settings(tmp_path, "c"), clock)))
+        (c,) = await machines(stack, tmp_path, clock, "c")
         there = await call(c, "memory_save", content=PORT_7070 + " Ask the ops team first.")
         expected = await call(c, "memory_save", content=PORT_9090, supersedes=there["id"])
 
@@ -163,10 +173,7 @@ async def test_three_machines_editing_and_exchanging_at_random_keep_every_chain_
     rng = random.Random(1)
     clock = FakeClock()
     async with AsyncExitStack() as stack:
-        sides = [
-            await stack.enter_async_context(Client(build_server(fresh_settings(tmp_path, name), clock)))
-            for name in ("a", "b", "c")
-        ]
+        sides = await machines(stack, tmp_path, clock, "a", "b", "c")
         for step in range(120):
             clock.advance(seconds=rng.randint(1, 100))
             side = rng.choice(sides)
@@ -194,8 +201,7 @@ async def test_versions_saved_after_a_merge_elsewhere_follow_their_chain_into_it
     clock = FakeClock()
     deploy = "The deploy script lives in scripts/deploy.sh and runs from the main branch."
     async with AsyncExitStack() as stack:
-        a = await stack.enter_async_context(Client(build_server(fresh_settings(tmp_path, "a"), clock)))
-        b = await stack.enter_async_context(Client(build_server(fresh_settings(tmp_path, "b"), clock)))
+        a, b = await machines(stack, tmp_path, clock, "a", "b")
         kept = await call(a, "memory_save", content=deploy)
         clock.advance(minutes=1)
         other = await call(a, "memory_save", content="Release notes are written in the wiki.")

@@ -10,9 +10,9 @@ from typing import Any
 
 from mcp import Client
 
-from mcp_memory.server import build_server
 from tests.conftest import FakeClock, call
-from tests.test_tools_operations import export_document, fresh_settings
+from tests.test_import_chains import machines
+from tests.test_tools_operations import export_document
 
 LESSON = "Run the database migrations before the test suite."
 CARD = {"type": "process", "correct_decision": "Refresh the credentials before deploying"}
@@ -33,8 +33,7 @@ async def _work(client: Client, item: str) -> dict[str, Any]:
 async def test_records_made_alike_on_two_machines_are_matched_by_name_and_converge(tmp_path: Path) -> None:
     clock = FakeClock()
     async with AsyncExitStack() as stack:
-        a = await stack.enter_async_context(Client(build_server(fresh_settings(tmp_path, "a"), clock)))
-        b = await stack.enter_async_context(Client(build_server(fresh_settings(tmp_path, "b"), clock)))
+        a, b = await machines(stack, tmp_path, clock, "a", "b")
         on_a = await _work(a, "ship the invoices fix")
         clock.advance(minutes=5)
         on_b = await _work(b, "rotate the API keys")

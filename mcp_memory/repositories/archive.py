@@ -213,25 +213,20 @@ class ArchiveRepository(Repository):
 
     async def owners(self, table: str, ids: Sequence[str]) -> dict[str, str]:
         """id -> project of the rows of `table` (one of TABLES with a project column) with those ids."""
-        found: dict[str, str] = {}
-        unique = list(dict.fromkeys(ids))
-        for start in range(0, len(unique), _CHUNK):
-            chunk = unique[start : start + _CHUNK]
-            rows = await self.conn.fetchall(
-                f"SELECT id, project FROM {TABLES_BY_NAME[table].name} WHERE id IN ({placeholders(len(chunk))})",
-                tuple(chunk),
-            )
-            found.update((row[0], row[1]) for row in rows)
-        return found
+        return await self._column_by_id(table, "project", ids)
 
     async def memory_roots(self, ids: Sequence[str]) -> dict[str, str]:
         """id -> root id of the stored memories with those ids."""
+        return await self._column_by_id("memories", "root_id", ids)
+
+    async def _column_by_id(self, table: str, column: str, ids: Sequence[str]) -> dict[str, str]:
         found: dict[str, str] = {}
         unique = list(dict.fromkeys(ids))
         for start in range(0, len(unique), _CHUNK):
             chunk = unique[start : start + _CHUNK]
             rows = await self.conn.fetchall(
-                f"SELECT id, root_id FROM memories WHERE id IN ({placeholders(len(chunk))})", tuple(chunk)
+                f"SELECT id, {column} FROM {TABLES_BY_NAME[table].name} WHERE id IN ({placeholders(len(chunk))})",
+                tuple(chunk),
             )
             found.update((row[0], row[1]) for row in rows)
         return found
