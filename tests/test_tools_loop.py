@@ -224,6 +224,23 @@ async def test_crystallize_without_a_session_does_every_ended_session_lacking_a_
     assert await summary_in_sessions(client, "still-open") is None
 
 
+async def test_a_crystallize_pass_over_a_backlog_lists_the_latest_summaries_and_stores_all(
+    client: Client, clock: FakeClock
+) -> None:
+    names = [f"old-{i:02d}" for i in range(25)]
+    for name in names:
+        await call(client, "memory_observe", content=f"Ran the {name} job.", session_id=name, end_session=True)
+        clock.advance(minutes=1)
+
+    result = await call(client, "memory_crystallize")
+    stored = await call(client, "memory_sessions", limit=50)
+
+    assert result["total"] == 25
+    assert [s["session_id"] for s in result["sessions"]] == names[5:]  # the latest 20, oldest first
+    assert sum(1 for s in stored["sessions"] if s.get("summary")) == 25
+    assert (await call(client, "memory_crystallize"))["total"] == 0
+
+
 async def test_crystallize_an_unknown_session_is_a_clear_not_found(client: Client) -> None:
     message = await call_error(client, "memory_crystallize", session_id="conv-nope")
 

@@ -27,7 +27,11 @@ class CrystallizeResult(BaseModel):
     """Summaries made (or found up to date)."""
 
     project: str
-    sessions: list[SessionSummaryView]
+    sessions: list[SessionSummaryView] = Field(
+        description="The summaries, oldest session first; of a pass over more sessions than it lists, the "
+        "latest ones (every summary is stored: memory_sessions shows each)."
+    )
+    total: int = Field(0, description="Sessions this call summarised or found up to date.")
 
 
 class Change(BaseModel):

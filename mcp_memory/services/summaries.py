@@ -30,6 +30,8 @@ from mcp_memory.services.episodic_docs import session_doc_of
 from mcp_memory.services.fixes import fixes_of
 
 SUMMARY_CHARS = 2_000
+LISTED_SUMMARIES = 20
+"""A crystallize pass over many sessions returns the summaries of this many, the latest."""
 SUMMARY_HEADER = re.compile(r"^.*: \d+ observations?, [\d-]{10} [\d:]{5} to [\d-]{10} [\d:]{5}\.$")
 """The first line of an extractive summary (`SummaryService.draft`): title, observation count and span."""
 SAMPLING_PROMPT = """\
@@ -67,7 +69,10 @@ class SummaryService(Service):
                     f"session {session_id!r} has nothing left to summarise (its observations were forgotten); "
                     f"memory_forget(ids={json.dumps([session_id])}) removes the session itself",
                 )
-        return CrystallizeResult(project=project, sessions=[v for v in views if v is not None])
+        done = [view for view in views if view is not None]
+        # A backlog (an imported history, say) can hold thousands: listing every summary would
+        # flood the caller's context, and each is stored anyway.
+        return CrystallizeResult(project=project, sessions=done[-LISTED_SUMMARIES:], total=len(done))
 
     async def needing_summary(self, tx: Tx, project: str) -> list[Session]:
         """Ended sessions lacking a current summary, after ending those idle for `session_idle_minutes`
