@@ -9,10 +9,12 @@ import sqlite3
 from datetime import UTC, datetime
 from pathlib import Path
 
+import pytest
 from mcp import Client
 
 from mcp_memory.config import Settings
 from mcp_memory.server import build_server
+from mcp_memory.services import forget as forget_service
 from tests.conftest import FakeClock, call, call_error
 from tests.test_tools_operations import export_document, fresh_settings
 
@@ -265,3 +267,23 @@ async def test_importing_keeps_what_either_copy_forgot(settings: Settings, clock
         }
     ]
     assert promoted(report) == []
+
+
+async def test_a_forget_reaching_many_records_lists_some_ids_and_counts_all(
+    client: Client, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(forget_service, "LISTED_IDS", 2)  # 1,000 in earnest
+    ids = [(await call(client, "memory_observe", content=f"Note {i} about caching"))["id"] for i in range(3)]
+
+    planned = await call(client, "memory_forget", kind="observation", dry_run=True)
+    done = await call(client, "memory_forget", kind="observation")
+
+    for result in (planned, done):
+        assert result["counts"]["observation"] == 3
+        assert {kind: len(ids) for kind, ids in result["deleted"].items() if kind != "observation"} == {
+            kind: count for kind, count in result["counts"].items() if kind != "observation"
+        }
+        assert result["total"] == 3
+        assert len(result["deleted"]["observation"]) == 2
+        assert set(result["deleted"]["observation"]) < set(ids)
+    assert (await call(client, "memory_diagnose"))["counts"]["observations"] == 0

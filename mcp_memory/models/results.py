@@ -212,7 +212,10 @@ class ForgetResult(BaseModel):
     """What was (or, in a dry run, would be) deleted, by kind."""
 
     dry_run: bool
-    deleted: dict[str, list[PublicId]]
+    deleted: dict[str, list[PublicId]] = Field(
+        description="Ids by kind: every one, up to 1,000 of a kind (counts has how many there are)."
+    )
+    counts: dict[str, int] = Field(default_factory=dict, description="How many of each kind.")
     total: int
 
 

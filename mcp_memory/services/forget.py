@@ -32,6 +32,8 @@ FILTERABLE = ("observation", "memory", "session", "lesson")
 BY_ID_ONLY = ("outcome", "action", "mistake_card", "relation", "slot")
 FOLDED = "folded_observation"
 """The result's name for a folded observation's digest line: listed by its session, once per line."""
+LISTED_IDS = 1_000
+"""The result lists at most this many ids of a kind (its counts say how many there are)."""
 
 
 def fact_fingerprint(text: str) -> str:
@@ -284,7 +286,13 @@ class ForgetService(Service):
     @staticmethod
     def _result(plan: _Plan, dry_run: bool) -> ForgetResult:
         deleted = plan.as_dict()
-        return ForgetResult(dry_run=dry_run, deleted=deleted, total=sum(len(v) for v in deleted.values()))
+        # a filter can reach a whole history: ids past the cap would only flood the caller's context
+        return ForgetResult(
+            dry_run=dry_run,
+            deleted={kind: ids[:LISTED_IDS] for kind, ids in deleted.items()},
+            counts={kind: len(ids) for kind, ids in deleted.items()},
+            total=sum(len(ids) for ids in deleted.values()),
+        )
 
 
 def _made_between(line: str, session: Session, since: str | None, until: str | None) -> bool:
