@@ -3,10 +3,10 @@
 For each size N a fresh SQLite file is filled with N synthetic observations (in large transactions
 through the repositories and the indexer, as the services would store them), then a fresh process
 opens it with `open_app` (the normal start-up: the index is rebuilt from stored terms) and measures
-start-up, resident memory, recall latency (service layer and raw index) and save latency (service
-layer, synchronous=normal and full). A third fresh process builds naive `rank_bm25.BM25Okapi` over
-the very same analysed terms and measures the same things, so the ratios compare data structures,
-not tokenisers. Every process is new so that RSS figures mean something.
+start-up, resident memory, recall latency (service layer and raw index), the session-start context
+and save latency (service layer, synchronous=normal and full). A third fresh process builds naive
+`rank_bm25.BM25Okapi` over the very same analysed terms and measures the same things, so the ratios
+compare data structures, not tokenisers. Every process is new so that RSS figures mean something.
 
     python bench/search.py                       # N = 1k, 10k, 100k
     python bench/search.py --sizes 1000,10000    # quicker
@@ -429,6 +429,12 @@ async def _ours(n: int, db: Path, queries: int, saves: int) -> dict[str, Any]:
             await app.search.recall(PROJECT, q, limit=10)
             service.append(time.perf_counter() - t)
         out["raw"], out["service"], out["top"] = raw, service, top
+        contexts = []  # what every session opens with: the compiled context, without and with a query
+        for q in [None, *texts[:19]]:
+            t = time.perf_counter()
+            await app.context.compile(PROJECT, query=q)
+            contexts.append(time.perf_counter() - t)
+        out["context"] = contexts
         out["query_terms"] = float(np.mean([len(index.query_terms(q)) for q in texts]))
         out["features"] = _feature_costs(index, texts)
         out["normal"] = await _time_saves(app, corpus, saves, stream=1)
@@ -888,6 +894,15 @@ def report(results: dict[int, dict[str, Any]], args: argparse.Namespace, wall: f
             "Recall, top 10 (ms, p50 / p95): search.recall (service), index.search (raw), naive get_scores + top-k",
             ["N", "service", "raw index", "naive", "ratio raw", "ratio service", "same top-10 scores", "target"],
             recall_rows,
+            markdown=md,
+        )
+    )
+
+    tables.append(
+        table(
+            "Session-start context: context.compile (what memory_context returns), 20 calls (ms, p50 / p95)",
+            ["N", "context"],
+            [[f"{n:,}", _pp(results[n]["ours"]["context"])] for n in sizes],
             markdown=md,
         )
     )
