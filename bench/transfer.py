@@ -64,7 +64,9 @@ async def _inline(source: Path, target: Path) -> dict[str, Any]:
     """Export in memory, JSON round trip, import into `target` twice."""
     from mcp_memory.context import open_app
 
-    async with open_app(_settings(source, "normal")) as app:
+    # measured at every size: the server's cap on inline exports (which spares agents' contexts) is lifted
+    inline = _settings(source, "normal").model_copy(update={"export_inline_max_rows": 0})
+    async with open_app(inline) as app:
         opened = rss_mib()
         reset_peak_rss()  # the figure is the export's and import's, not the start-up's
         exported, export_s = await _timed(app.operations.export(None, None, False))

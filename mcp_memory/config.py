@@ -144,6 +144,12 @@ class Settings(BaseModel):
         None,
         description="Let memory_export / memory_import use files on the server's disk (default: only over stdio).",
     )
+    export_inline_max_rows: int = Field(
+        20_000,
+        ge=0,
+        description="memory_export without a path refuses a document of more rows than this, which would flood "
+        "the caller's context (0: no limit); a file takes any size.",
+    )
     # Learning: lessons, outcomes and what is derived from them.
     lesson_confidence: float = Field(0.5, gt=0, le=1, description="Confidence of a newly saved lesson.")
     lesson_decay_per_week: float = Field(

@@ -735,3 +735,30 @@ async def test_an_imported_session_named_like_another_projects_is_kept_apart(cli
     assert [n["id"] for n in related["nodes"]] == [note["id"]]
     saved = await call(client, "memory_smart_search", query="vault keys", project="q")
     assert [h["session_id"] for h in saved["hits"] if h["kind"] == "memory"] == ["main"]
+
+
+async def test_an_inline_export_past_its_row_limit_is_refused_saying_how_to_get_it(
+    settings: Settings, clock: FakeClock, tmp_path: Path
+) -> None:
+    small = settings.model_copy(update={"export_inline_max_rows": 2})
+    remote = small.model_copy(update={"allow_file_paths": False})
+    async with Client(build_server(small, clock)) as client:
+        for i in range(2):
+            await call(client, "memory_save", content=f"Fact number {i} about the deploy.")
+        fits = await call(client, "memory_export")
+        await call(client, "memory_save", content="One fact too many for an inline export.")
+        refused = await call_error(client, "memory_export")
+        to_file = await call(client, "memory_export", path=str(tmp_path / "out.json"))
+    async with Client(build_server(remote, clock)) as client:
+        refused_remote = await call_error(client, "memory_export")
+    async with Client(build_server(small.model_copy(update={"export_inline_max_rows": 0}), clock)) as client:
+        unlimited = await call(client, "memory_export")
+
+    assert fits["counts"]["memories"] == 2
+    assert refused == (
+        "Error executing tool memory_export: path: this export holds 3 rows, more than the 2 returned inline; "
+        "pass path to write it to a file"
+    )
+    assert to_file["counts"]["memories"] == 3
+    assert "file paths are off on this server, so its --export-inline-max-rows decides" in refused_remote
+    assert unlimited["counts"]["memories"] == 3

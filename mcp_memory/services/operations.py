@@ -181,6 +181,7 @@ class OperationsService(Service):
         if path is None:
             async with self.db.read() as conn:
                 archive = ArchiveRepository(conn)
+                await self._inline_fits(archive, projects)
                 tables = {spec.name: await archive.dump(spec, projects) for spec in TABLES}
                 document = {**header(await MetaRepository(conn).schema_version(), projects), "tables": tables}
             return ExportResult(counts={name: len(rows) for name, rows in tables.items()}, document=document)
@@ -198,6 +199,20 @@ class OperationsService(Service):
             await _remove(temporary)
             raise
         return ExportResult(counts=counts, path=str(target))
+
+    async def _inline_fits(self, archive: ArchiveRepository, projects: Sequence[str] | None) -> None:
+        """Refuse an inline export past --export-inline-max-rows, saying how to get it instead."""
+        limit = self.settings.export_inline_max_rows
+        rows = sum([await archive.count(spec, projects) for spec in TABLES]) if limit else 0
+        if rows > limit:
+            instead = (
+                "pass path to write it to a file"
+                if self.settings.file_paths_allowed
+                else "file paths are off on this server, so its --export-inline-max-rows decides"
+            )
+            raise InvalidInputError(
+                "path", f"this export holds {rows:,} rows, more than the {limit:,} returned inline; {instead}"
+            )
 
     async def _write_file(
         self, temporary: anyio.Path, projects: Sequence[str] | None, progress: Progress
