@@ -130,6 +130,28 @@ class ImportScope:
         }
         return record.model_copy(update=update) if update else record
 
+    async def check_global(
+        self, archive: ArchiveRepository, spec: TableSpec, chunk: Sequence[BaseModel], first: int
+    ) -> None:
+        """Refuse a restricted import's global lesson or slot unless it is stored already, as it is or
+        newer; `first` is the chunk's first row's position.
+
+        A project's export carries the global records its relations name, so the project's own
+        backup imports back; but only an unrestricted caller may add or change what every project shares.
+        """
+        only = self.only_project
+        if only is None or spec.name not in _GLOBAL_TARGETS:
+            return
+        shared = [(i, record) for i, record in enumerate(chunk) if getattr(record, "project", None) == GLOBAL_PROJECT]
+        alike = await archive.stored_alike(spec, [record for _, record in shared])
+        for (index, _), stored in zip(shared, alike, strict=True):
+            if not stored:
+                raise ImportFormatError(
+                    f"document.tables.{spec.name}[{first + index}].project: this connection may "
+                    f"only import into {only!r}; a global record is admitted only when it is stored already "
+                    "as it is (or newer); leave it out, or ask for an import by an unrestricted connection"
+                )
+
     async def check(
         self,
         repo: ArchiveRepository,

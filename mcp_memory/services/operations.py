@@ -29,9 +29,8 @@ from mcp_memory.repositories.search_docs import SearchDocRepository
 from mcp_memory.repositories.sessions import SessionRepository
 from mcp_memory.search.analyzer import ANALYZER_VERSION
 from mcp_memory.search.index import SearchFilter
-from mcp_memory.services.common import GLOBAL_PROJECT, Deps, Progress, Service, no_progress
+from mcp_memory.services.common import Deps, Progress, Service, no_progress
 from mcp_memory.services.export_format import (
-    GLOBAL_TABLES,
     RowParser,
     check_document,
     header,
@@ -305,7 +304,7 @@ class OperationsService(Service):
         """Upsert one chunk of a table's rows, note the changes and bring the index in line."""
         archive = ArchiveRepository(tx)
         chunk = await tally.scope.rename(archive, spec, chunk)
-        await self._check_global_rows(archive, spec, chunk, tally)
+        await tally.scope.check_global(archive, spec, chunk, tally.seen(spec.name))
         try:
             outcomes = await archive.upsert_many(spec, chunk)
         except RowConflict as exc:
@@ -364,28 +363,6 @@ class OperationsService(Service):
             # finds neighbours by it).
             await self._reindexers["sessions"](tx, await sessions.get_many(chunk))
             await self._reindexers["observations"](tx, renumbered)
-
-    @staticmethod
-    async def _check_global_rows(
-        archive: ArchiveRepository, spec: TableSpec, chunk: list[BaseModel], tally: ImportTally
-    ) -> None:
-        """Refuse a restricted import's global lesson or slot unless it is stored already, as it is or newer.
-
-        A project's export carries the global records its relations name, so the project's own
-        backup imports back; but only an unrestricted caller may add or change what every project shares.
-        """
-        only = tally.scope.only_project
-        if only is None or spec.name not in GLOBAL_TABLES:
-            return
-        shared = [(i, record) for i, record in enumerate(chunk) if getattr(record, "project", None) == GLOBAL_PROJECT]
-        alike = await archive.stored_alike(spec, [record for _, record in shared])
-        for (index, _), stored in zip(shared, alike, strict=True):
-            if not stored:
-                raise ImportFormatError(
-                    f"document.tables.{spec.name}[{tally.seen(spec.name) + index}].project: this connection may "
-                    f"only import into {only!r}; a global record is admitted only when it is stored already "
-                    "as it is (or newer); leave it out, or ask for an import by an unrestricted connection"
-                )
 
     async def _file_path(self, field: str, path: str) -> anyio.Path:
         if not self.settings.file_paths_allowed:
