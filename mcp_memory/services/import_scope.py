@@ -27,6 +27,7 @@ from mcp_memory.repositories.archive import ArchiveRepository, ChainLink, Upsert
 from mcp_memory.repositories.archive_tables import TableSpec
 from mcp_memory.repositories.relations import table_of
 from mcp_memory.services.common import GLOBAL_PROJECT
+from mcp_memory.services.memories import chain_line
 
 _id = attrgetter("id")  # of a row of a table keyed by id
 
@@ -63,7 +64,6 @@ class ImportScope:
         self._renamed: dict[tuple[str, str], str] = {}  # (project, session name) -> the id it is stored under
         self._latest_rows: Counter[str] = Counter()  # memory chain root id -> rows of the document marked latest
         self._aliases: dict[str, str] = {}  # id of an imported record matched by name -> the stored record's id
-        self.matched: dict[str, int] = {}  # table -> rows matched to a stored record by name
         self.matched_ids: dict[str, set[str]] = {}  # table -> ids of the stored records rows were matched to
         self._left: dict[str, str] = {}  # id of an imported memory -> the chain (root id) it was stored in before
 
@@ -99,9 +99,13 @@ class ImportScope:
         if not twins:
             return records
         self._aliases.update(twins)
-        self.matched[spec.name] = self.matched.get(spec.name, 0) + len(twins)
         self.matched_ids.setdefault(spec.name, set()).update(twins.values())
         return [r.model_copy(update={"id": twins[_id(r)]}) if _id(r) in twins else r for r in records]
+
+    @property
+    def matched(self) -> dict[str, int]:
+        """Table -> stored records that imported rows were taken as, by name."""
+        return {table: len(ids) for table, ids in self.matched_ids.items()}
 
     def _follow(self, record: BaseModel, columns: list[str]) -> BaseModel:
         """One row with its references to records matched by name pointed at the stored ones."""
@@ -257,21 +261,9 @@ _PROBLEMS = {
 
 
 def _in_line(root_id: str, links: Sequence[ChainLink]) -> bool:
-    """Whether a memory chain is one line, as the tools leave it: versions 1..n from its root, each
-    following the one before, only the last latest (`links` by version)."""
-    if not links or links[0].id != root_id:
-        return False
-    for position, link in enumerate(links):
-        before = links[position - 1].id if position else None
-        after = links[position + 1].id if position + 1 < len(links) else None
-        if (link.version, link.parent_id, link.superseded_by, link.is_latest) != (
-            position + 1,
-            before,
-            after,
-            after is None,
-        ):
-            return False
-    return True
+    """Whether a memory chain is one line from its root, as the tools leave it (`links` by version)."""
+    stored = [{name: value for name, value in link._asdict().items() if name != "id"} for link in links]
+    return bool(links) and links[0].id == root_id and stored == chain_line([link.id for link in links])
 
 
 def _suspects(rows: Sequence[tuple[str, BaseModel]]) -> list[_Suspect]:

@@ -224,15 +224,8 @@ class MemoryService(Service):
         moved: list[Memory] = []
         for root_id, project in sorted(targets.items()):
             order = _in_saved_order(await repo.chain(root_id, project), root_id)
-            for position, mem in enumerate(order):
+            for position, (mem, links) in enumerate(zip(order, chain_line([m.id for m in order]), strict=True)):
                 before = order[position - 1] if position else None
-                after = order[position + 1] if position + 1 < len(order) else None
-                links: dict[str, object] = {
-                    "parent_id": before.id if before else None,
-                    "version": position + 1,
-                    "is_latest": after is None,
-                    "superseded_by": after.id if after else None,
-                }
                 if before is not None and mem.parent_id != before.id:
                     links["similarity"] = round(jaccard(self._words(before), self._words(mem)), 4)
                 if all(getattr(mem, name) == value for name, value in links.items()):
@@ -264,6 +257,21 @@ class MemoryService(Service):
         """Bring the index in line with stored memories (latest indexed, older versions not)."""
         await self.deps.indexer.drop(tx, [m.id for m in memories if not m.is_latest])
         await self.deps.indexer.put_many(tx, [memory_doc(m) for m in memories if m.is_latest])
+
+
+def chain_line(ids: Sequence[str]) -> list[dict[str, object]]:
+    """How each version of a chain is linked when it is one line in the order of `ids`, as the
+    tools leave it: its version number, the version it follows and the one following it, and
+    whether it is the latest."""
+    return [
+        {
+            "version": position + 1,
+            "parent_id": ids[position - 1] if position else None,
+            "superseded_by": ids[position + 1] if position + 1 < len(ids) else None,
+            "is_latest": position + 1 == len(ids),
+        }
+        for position in range(len(ids))
+    ]
 
 
 def _in_saved_order(chain: Sequence[Memory], root_id: str) -> list[Memory]:
