@@ -82,7 +82,7 @@ class Database:
         readers: int = 2,
     ) -> Database:
         """Open (creating if needed) the database file, configure it and apply pending migrations."""
-        from mcp_memory.migrations import apply_migrations
+        from mcp_memory.migrate import apply_migrations
 
         try:
             await anyio.Path(path.parent).mkdir(parents=True, exist_ok=True)

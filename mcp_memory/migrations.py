@@ -1,18 +1,9 @@
-"""Numbered, append-only schema migrations, each recorded in the same transaction as its change.
+"""Numbered, append-only schema migrations; `mcp_memory.migrate` applies them.
 
-Never edit a migration that has shipped: add the next number. `apply_migrations` runs at start-up
-and is safe when several processes open the same file at once (each step re-checks the version
-inside its own `BEGIN IMMEDIATE`).
+Never edit a migration that has shipped: add the next number.
 """
 
 from __future__ import annotations
-
-from typing import TYPE_CHECKING
-
-from mcp_memory.errors import StorageError
-
-if TYPE_CHECKING:
-    from mcp_memory.db import Database
 
 # Times are UTC ISO-8601 text ("2026-01-02T03:04:05.000000Z"); lists are JSON arrays in TEXT.
 _V1_FOUNDATION = [
@@ -288,6 +279,70 @@ _V6_RELATIONS_PER_PROJECT = [
     "CREATE INDEX relations_by_target ON relations (target_id)",
 ]
 
+
+_TALLIED = ("concepts", "files")
+
+
+def _tally(row: str, add: bool, guard: str) -> list[str]:
+    """Statements a trigger runs to add or take away one row's concepts and files (when `guard` holds)."""
+    statements = []
+    for field in _TALLIED:
+        match = f"project = {row}.project AND field = '{field}' AND {guard}"
+        statements += (
+            # GROUP BY ends the SELECT, so ON CONFLICT cannot be read as a join's constraint
+            [f"INSERT INTO profile_tally (project, field, value, n) SELECT {row}.project, '{field}', j.value, count(*)"
+             f" FROM json_each({row}.{field}) j WHERE {guard} GROUP BY j.value"
+             " ON CONFLICT (project, field, value) DO UPDATE SET n = n + excluded.n"]
+            if add else
+            [f"UPDATE profile_tally SET n = n - (SELECT count(*) FROM json_each({row}.{field}) j WHERE j.value"
+             f" = profile_tally.value) WHERE {match} AND value IN (SELECT value FROM json_each({row}.{field}))",
+             f"DELETE FROM profile_tally WHERE {match} AND n <= 0"]
+        )  # fmt: skip
+    return statements
+
+
+def _tally_triggers(table: str, latest_only: bool) -> list[str]:
+    """Triggers that keep the count of `table`'s rows: all of them, or only the latest versions."""
+    old, new = ("OLD.is_latest = 1", "NEW.is_latest = 1") if latest_only else ("1", "1")
+    also = ", is_latest" if latest_only else ""
+    events = {
+        "insert": ("INSERT", _tally("NEW", True, new)),
+        "delete": ("DELETE", _tally("OLD", False, old)),
+        "update": (
+            f"UPDATE OF project, concepts, files{also}",
+            [*_tally("OLD", False, old), *_tally("NEW", True, new)],
+        ),
+    }
+    return [
+        f"CREATE TRIGGER {table}_tally_{name} AFTER {event} ON {table} BEGIN {'; '.join(body)}; END"
+        for name, (event, body) in events.items()
+    ]
+
+
+_V7_PROFILE_TALLY = [
+    # The profile's top concepts and files were counted by reading every record's lists (a second at
+    # 100k observations). Triggers keep a running count instead, so every writer, whichever process
+    # or path it takes (observe, save, import, forget, consolidation), keeps it true in the same
+    # transaction as its change; observations count wholly, memories while they are the latest.
+    """CREATE TABLE profile_tally (
+        project TEXT NOT NULL,
+        field   TEXT NOT NULL,
+        value   TEXT NOT NULL,
+        n       INTEGER NOT NULL,
+        PRIMARY KEY (project, field, value)
+    ) WITHOUT ROWID""",
+    "CREATE INDEX profile_tally_top ON profile_tally (project, field, n DESC, value)",
+    *(
+        f"INSERT INTO profile_tally (project, field, value, n) SELECT project, '{field}', value, count(*) FROM ("
+        f" SELECT o.project, j.value FROM observations o, json_each(o.{field}) j UNION ALL"
+        f" SELECT m.project, j.value FROM memories m, json_each(m.{field}) j WHERE m.is_latest = 1"
+        ") GROUP BY project, value"
+        for field in _TALLIED
+    ),
+    *_tally_triggers("observations", latest_only=False),
+    *_tally_triggers("memories", latest_only=True),
+]
+
 MIGRATIONS: list[tuple[int, str, list[str]]] = [
     (1, "foundation: every table of the product reference", _V1_FOUNDATION),
     (2, "ranking attributes on stored terms; embedding vectors", _V2_RANKING_AND_VECTORS),
@@ -299,47 +354,5 @@ MIGRATIONS: list[tuple[int, str, list[str]]] = [
         "relations unique per project, so projects never share an edge between global records",
         _V6_RELATIONS_PER_PROJECT,
     ),
+    (7, "a running count of each project's concepts and files, kept by triggers", _V7_PROFILE_TALLY),
 ]
-
-
-async def schema_version(db: Database) -> int:
-    """The highest migration applied to this file (0 for a new file)."""
-    async with db.read() as conn:
-        exists = await conn.fetchval(
-            "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = 'schema_migrations'"
-        )
-        if not exists:
-            return 0
-        return int(await conn.fetchval("SELECT coalesce(max(version), 0) FROM schema_migrations") or 0)
-
-
-async def apply_migrations(db: Database) -> int:
-    """Apply every migration newer than the file's version; returns the resulting version."""
-    known = MIGRATIONS[-1][0]
-    if await schema_version(db) == known:
-        return known  # the common case needs no write lock, which another process may hold for long
-    async with db.migration_step() as conn:
-        await conn.execute(
-            "CREATE TABLE IF NOT EXISTS schema_migrations ("
-            " version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at TEXT NOT NULL)"
-        )
-        newest = int(await conn.fetchval("SELECT coalesce(max(version), 0) FROM schema_migrations") or 0)
-    if newest > known:
-        raise StorageError(
-            f"{db.path} has schema version {newest}, newer than this mcp-memory knows ({known}); upgrade mcp-memory"
-        )
-    version = 0
-    for number, name, statements in MIGRATIONS:
-        async with db.migration_step() as conn:
-            applied = await conn.fetchval("SELECT 1 FROM schema_migrations WHERE version = ?", (number,))
-            if not applied:
-                for statement in statements:
-                    await conn.execute(statement)
-                await conn.execute(
-                    "INSERT INTO schema_migrations (version, name, applied_at) "
-                    "VALUES (?, ?, strftime('%Y-%m-%dT%H:%M:%fZ', 'now'))",
-                    (number, name),
-                )
-                await conn.execute(f"PRAGMA user_version = {number}")
-        version = number
-    return version

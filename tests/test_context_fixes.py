@@ -15,7 +15,6 @@ from mcp.shared.exceptions import MCPError
 
 from mcp_memory.config import Settings
 from mcp_memory.server import build_server
-from mcp_memory.services import context as context_service
 from tests._embedding import HashedNgrams
 from tests.conftest import FakeClock, call
 
@@ -328,10 +327,7 @@ async def test_blank_prompt_and_resource_arguments_count_as_not_given(client: Cl
     assert slot == "Terse, cites files."
 
 
-async def test_the_context_profile_counts_concepts_of_recent_records_and_memory_profile_all(
-    client: Client, clock: FakeClock, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.setattr(context_service, "PROFILE_RECENT", 3)  # 2,000 in earnest: the window, not its size
+async def test_the_context_profile_shows_the_same_counts_as_memory_profile(client: Client, clock: FakeClock) -> None:
     for i in range(5):
         await call(client, "memory_observe", content=f"Parser note {i}", concepts=["legacy_parser"])
         clock.advance(minutes=1)
@@ -344,8 +340,8 @@ async def test_the_context_profile_counts_concepts_of_recent_records_and_memory_
     profile = await call(client, "memory_profile")
 
     concepts_line = next(line for line in context["text"].splitlines() if line.startswith("Concepts: "))
-    assert concepts_line == "Concepts: new_router, route_table"  # the 3 latest observations, the memory
-    assert "8 observations" in context["text"]  # the counts stay whole
+    assert concepts_line == "Concepts: legacy_parser, new_router, route_table"
+    assert "8 observations" in context["text"]
     assert [(c["name"], c["count"]) for c in profile["top_concepts"]] == [
         ("legacy_parser", 5),
         ("new_router", 3),

@@ -12,7 +12,8 @@ import pytest
 
 from mcp_memory.db import Database
 from mcp_memory.errors import BusyError, ConflictError, StorageError
-from mcp_memory.migrations import MIGRATIONS, apply_migrations
+from mcp_memory.migrate import apply_migrations
+from mcp_memory.migrations import MIGRATIONS
 
 SPEC_TABLES = {
     "sessions", "observations", "memories", "lessons", "outcomes", "mistake_cards", "slots", "actions",

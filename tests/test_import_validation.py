@@ -248,9 +248,9 @@ async def test_two_rows_of_a_document_with_one_unique_name_are_refused_naming_th
 @pytest.mark.parametrize(
     ("schema_version", "expected"),
     [
-        (99, "document: schema_version 99 is newer than this mcp-memory knows (6); upgrade mcp-memory"),
-        ("5", "document: schema_version must be a whole number from 1 to 6"),
-        (0, "document: schema_version must be a whole number from 1 to 6"),
+        (99, "document: schema_version 99 is newer than this mcp-memory knows (7); upgrade mcp-memory"),
+        ("5", "document: schema_version must be a whole number from 1 to 7"),
+        (0, "document: schema_version must be a whole number from 1 to 7"),
     ],
 )
 @pytest.mark.parametrize("via", ["document", "path"])

@@ -35,9 +35,6 @@ from mcp_memory.services.summaries import SUMMARY_HEADER
 CHARS_PER_TOKEN = 4
 FETCH_IDS_PER_CALL = 100  # memory_smart_search takes at most this many ids
 OMITTED_TITLE_CHARS = 60
-PROFILE_RECENT = 2_000
-"""The context's profile counts concepts and files over this many of the latest observations and
-memories: what the project is about now, read in milliseconds at any size (memory_profile counts all)."""
 
 
 def estimate_tokens(text: str) -> int:
@@ -86,7 +83,7 @@ class ContextService(Service):
         focus = self._focus(query, task_type)
         sections = [
             await self._pinned(project),
-            self._profile(await self.insights.profile(project, top=8, recent=PROFILE_RECENT)),
+            self._profile(await self.insights.profile(project, top=8)),
             await self._lessons(project, focus, task_type),
             await self._mistakes(project, task_type),
             await self._sessions(project),

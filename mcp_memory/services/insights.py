@@ -87,9 +87,8 @@ class InsightsService(Service):
             )
         return stats
 
-    async def profile(self, project: str, top: int = 10, recent: int | None = None) -> ProfileResult:
-        """What the project is about and how it has gone; with `recent`, concepts and files are
-        counted over that many of the latest observations and of the latest memories only."""
+    async def profile(self, project: str, top: int = 10) -> ProfileResult:
+        """What the project is about and how it has gone."""
         # Faded lessons are not counted; whether one has faded is decided when read, not stored.
         active = await self.lessons.lessons(
             project, kinds=None, task_type=None, status="active", scope="project", limit=1, offset=0
@@ -97,8 +96,8 @@ class InsightsService(Service):
         active_lessons = active.total
         async with self.db.read() as conn:
             aggregates = ProfileRepository(conn)
-            concepts = await aggregates.top_values(project, "concepts", top, recent)
-            files = await aggregates.top_values(project, "files", top, recent)
+            concepts = await aggregates.top_values(project, "concepts", top)
+            files = await aggregates.top_values(project, "files", top)
             preferences, _ = await MemoryRepository(conn).page(project, ["preference"], True, top, 0)
             reflection = json.loads(await MetaRepository(conn).get(f"reflection:{project}") or "{}")
             return ProfileResult(

@@ -1,0 +1,108 @@
+"""The profile's top concepts and files come from a running count the database keeps: after any mix of
+observing, saving, superseding, forgetting, importing and consolidating, in any project, it equals a
+count made afresh from the records themselves (read back through an export), whichever server wrote them."""
+
+from __future__ import annotations
+
+import random
+from collections import Counter
+from contextlib import AsyncExitStack
+from pathlib import Path
+from typing import Any
+
+from mcp import Client
+
+from mcp_memory.server import build_server
+from tests.conftest import FakeClock, call
+from tests.test_tools_operations import export_document, fresh_settings
+
+CONCEPTS = ["parser", "router", "cache_layer", "auth", "billing", "search_index"]
+FILES = ["src/app.py", "src/db.py", "lib/util.ts", "docs/guide.md"]
+PROJECTS = ["test", "other"]
+TOP = 10  # memory_profile lists this many of each
+
+
+def counted_afresh(document: dict[str, Any], project: str, field: str) -> list[tuple[str, int]]:
+    """The top entries of `field` over a project's observations and latest memories, as a profile orders them."""
+    counts: Counter[str] = Counter()
+    for row in document["tables"]["observations"]:
+        if row["project"] == project:
+            counts.update(row[field])
+    for row in document["tables"]["memories"]:
+        if row["project"] == project and row["is_latest"]:
+            counts.update(row[field])
+    return sorted(counts.items(), key=lambda item: (-item[1], item[0]))[:TOP]
+
+
+async def profile_counts(client: Client, project: str) -> dict[str, list[tuple[str, int]]]:
+    profile = await call(client, "memory_profile", project=project)
+    return {
+        field: [(entry["name"], entry["count"]) for entry in profile[f"top_{field}"]] for field in ("concepts", "files")
+    }
+
+
+async def assert_counts_true(client: Client) -> None:
+    document = await export_document(client, all_projects=True)
+    for project in PROJECTS:
+        expected = {field: counted_afresh(document, project, field) for field in ("concepts", "files")}
+        assert await profile_counts(client, project) == expected, project
+
+
+def _lists(rng: random.Random) -> dict[str, Any]:
+    return {"concepts": rng.sample(CONCEPTS, rng.randint(0, 3)), "files": rng.sample(FILES, rng.randint(0, 2))}
+
+
+async def _step(rng: random.Random, client: Client, other: Client, n: int) -> None:
+    """One random write of any kind that changes which lists count."""
+    project = rng.choice(PROJECTS)
+    roll = rng.random()
+    stored = (await export_document(client, project=project))["tables"]
+    if roll < 0.35:
+        session = f"{project}-s{rng.randint(1, 3)}"
+        await call(client, "memory_observe", content=f"Note {n}", project=project, session_id=session, **_lists(rng))
+    elif roll < 0.55:
+        arguments: dict[str, Any] = {"content": f"Decision {n}: keep {rng.choice(CONCEPTS)}", "project": project}
+        latest = [m["id"] for m in stored["memories"] if m["is_latest"]]
+        if latest and rng.random() < 0.5:
+            arguments["supersedes"] = rng.choice(latest)
+        await call(client, "memory_save", **arguments, **_lists(rng))
+    elif roll < 0.8 and stored["observations"] + stored["memories"]:
+        gone = rng.choice(stored["observations"] + stored["memories"])["id"]
+        await call(client, "memory_forget", ids=[gone], project=project)
+    elif roll < 0.9:
+        await call(other, "memory_observe", content=f"Remote note {n}", project=project, **_lists(rng))
+        await call(other, "memory_save", content=f"Remote fact {n} about billing", project=project, **_lists(rng))
+        await call(client, "memory_import", document=await export_document(other, all_projects=True))
+    elif stored["sessions"]:
+        await call(client, "memory_forget", session_id=rng.choice(stored["sessions"])["id"], project=project)
+
+
+async def test_the_running_count_equals_a_fresh_count_after_random_writes(tmp_path: Path) -> None:
+    clock = FakeClock()
+    rng = random.Random(7)
+    async with AsyncExitStack() as stack:
+        client, other = [
+            await stack.enter_async_context(Client(build_server(fresh_settings(tmp_path, name), clock)))
+            for name in ("here", "there")
+        ]
+        for n in range(120):
+            await _step(rng, client, other, n)
+            clock.advance(minutes=rng.randint(1, 200))
+            if n % 20 == 19:
+                await assert_counts_true(client)
+        await call(client, "memory_consolidate")
+        await assert_counts_true(client)
+        final = await profile_counts(client, "test")
+    assert len(final["concepts"]) >= 3  # the walk left something to count
+    assert len(final["files"]) >= 2
+
+
+async def test_a_second_server_on_the_same_file_keeps_the_same_count(tmp_path: Path) -> None:
+    clock = FakeClock()
+    settings = fresh_settings(tmp_path)
+    async with Client(build_server(settings, clock)) as first, Client(build_server(settings, clock)) as second:
+        await call(first, "memory_observe", content="Parser rewrite", concepts=["parser"], files=["src/app.py"])
+        await call(second, "memory_observe", content="Parser tests", concepts=["parser", "auth"])
+        seen_by_first = await profile_counts(first, "test")
+
+    assert seen_by_first == {"concepts": [("parser", 2), ("auth", 1)], "files": [("src/app.py", 1)]}
