@@ -192,7 +192,10 @@ class Database:
                 if not snapshot:
                     yield Conn(raw)
                     return
-                await raw.execute("BEGIN")
+                # Shielded: a BEGIN handed to the connection's thread runs there even if we stop
+                # waiting, and a reader returned inside a transaction fails every later read.
+                with anyio.CancelScope(shield=True):
+                    await raw.execute("BEGIN")
                 try:
                     yield Conn(raw)
                 finally:

@@ -265,6 +265,23 @@ async def test_a_transaction_cancelled_during_its_first_trip_leaves_the_writer_u
         await db.close()
 
 
+async def test_a_read_cancelled_before_its_begin_answers_leaves_the_reader_usable(tmp_path: Path) -> None:
+    db = await Database.open(tmp_path / "m.db", readers=1)
+    count = "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 3000000) SELECT count(*) FROM n"
+    try:
+        with anyio.move_on_after(0.05):
+            async with db.read(snapshot=False) as conn:
+                await conn.fetchval(count)  # given up on: the reader is free while its thread still counts
+        with anyio.move_on_after(0.05) as scope:
+            async with db.read() as conn:  # its BEGIN waits behind the count, and is given up on there
+                await conn.fetchval("SELECT 1")
+        assert scope.cancelled_caught
+        async with db.read() as conn:
+            assert await conn.fetchval("SELECT 1") == 1
+    finally:
+        await db.close()
+
+
 async def test_a_write_lock_held_elsewhere_past_the_timeout_is_a_busy_error(tmp_path: Path) -> None:
     path = tmp_path / "m.db"
     db = await Database.open(path, busy_timeout_ms=100)
