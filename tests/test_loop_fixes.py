@@ -7,6 +7,7 @@ from typing import Any
 from mcp import Client
 
 from mcp_memory.config import Settings
+from mcp_memory.context import open_app
 from mcp_memory.server import build_server
 from tests.conftest import FakeClock, call
 
@@ -260,3 +261,32 @@ async def test_the_budget_description_names_the_setting_not_a_number(client: Cli
     tools = {t.name: t for t in (await client.list_tools()).tools}
     budget = tools["memory_context"].input_schema["properties"]["budget"]
     assert budget["description"] == "Token budget (default: the server's --context-budget)."
+
+
+# -- consolidation: the read-ahead for recurring facts ---------------------------------------------------
+
+STAGING = "The staging database runs on host db-staging-02."
+
+
+async def test_a_fact_found_recurring_before_the_pass_is_checked_again_inside_it(
+    settings: Settings, clock: FakeClock
+) -> None:
+    async with open_app(settings, clock) as app:
+        seen = [
+            (await app.episodic.observe("test", f"Deploy notes {n}.", facts=[STAGING], session_id=f"s{n}")).id
+            for n in range(3)
+        ]
+        await app.episodic.observe("test", "Unrelated.", facts=["The linter runs before every commit."])
+        found = await app.consolidation._recurring_observations("test")
+        # a sighting forgotten between the read-ahead and the pass: two sessions are not enough
+        await app.forget.forget(
+            "test", ids=[seen[0]], kind=None, session_id=None, since=None, until=None, dry_run=False
+        )
+        async with app.deps.db.transaction("check") as tx:
+            after_forgetting = await app.consolidation._promote_facts(tx, "test", found)
+        await app.episodic.observe("test", "Deploy notes again.", facts=[STAGING.lower()], session_id="s9")
+        report = await app.consolidation.consolidate("test")
+
+    assert found == seen
+    assert after_forgetting == []
+    assert [(c.action, c.detail) for c in report.changes] == [("promoted", f"seen in 3 sessions: {STAGING}")]

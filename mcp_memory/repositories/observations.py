@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 
 from mcp_memory.db import Row
@@ -152,14 +153,16 @@ class ObservationRepository(Repository):
         )
         return [_obs(r) for r in rows]
 
-    async def with_facts(self, project: str, since: str | None = None) -> list[Observation]:
-        """Observations of a project that carry facts (optionally only recent ones)."""
+    async def facts(self, project: str, ids: Sequence[str] | None = None) -> list[tuple[str, str, list[str]]]:
+        """(id, session, facts) of a project's observations that carry facts, oldest first: all of
+        them, or those among `ids` (at most a few hundred: one parameter each)."""
+        among = "" if ids is None else f"AND id IN ({placeholders(len(ids))}) "
         rows = await self.conn.fetchall(
-            f"SELECT {_COLUMNS} FROM observations WHERE project = ? AND facts <> '[]' "
-            f"AND {_WHEN} >= coalesce(?, '') ORDER BY {_WHEN}, seq",
-            (project, since),
+            f"SELECT id, session_id, facts FROM observations WHERE project = ? AND facts <> '[]' {among}"
+            f"ORDER BY {_WHEN}, seq",
+            (project, *(ids or ())),
         )
-        return [_obs(r) for r in rows]
+        return [(r["id"], r["session_id"], json.loads(r["facts"])) for r in rows]
 
     async def least_valuable(self, session_id: str, count: int, keep: Sequence[str] = ()) -> list[Observation]:
         """The `count` observations to fold first: lowest importance, then oldest; never one a relation targets."""

@@ -13,7 +13,9 @@ Nothing that a relation points to is deleted, and pinned slots and open actions 
 
 The whole pass is one transaction, so a cancelled pass leaves nothing behind, and a dry run is the
 same pass rolled back: it reports exactly what a real run would do, except the ids of records the
-pass would create, which are not assigned until it does (reported as null).
+pass would create, which are not assigned until it does (reported as null). Only the search for
+recurring facts reads ahead of the transaction, so the write lock is not held while every fact is
+analysed; inside it, the pass analyses again just the observations that search found.
 """
 
 from __future__ import annotations
@@ -49,6 +51,9 @@ from mcp_memory.services.summaries import SummaryService
 DECAY_STEP = 0.001
 """Decay is persisted once it has taken at least this much confidence (smaller drifts wait)."""
 
+_READ_CHUNK = 500
+"""Observations read back per query (SQLite caps the parameters of one statement)."""
+
 _CREATES = frozenset({"promoted"})
 """Actions that create a record: a dry run reports them without an id, as none is assigned."""
 
@@ -82,21 +87,23 @@ class ConsolidateService(Service):
         changes: list[Change] = []
         steps: list[tuple[str, Callable[[Tx, str], Awaitable[list[Change]]]]] = [
             ("merging near-duplicate memories", self._merge_duplicates),
-            ("promoting recurring facts", self._promote_facts),
+            ("promoting recurring facts", lambda tx, project: self._promote_facts(tx, project, candidates)),
             ("crystallizing ended sessions", self._crystallize),
             ("persisting lesson decay", self._decay_lessons),
             ("folding sessions over the cap", self._fold),
             ("pruning old outcomes", self._prune_outcomes),
             ("dropping weak heuristics", self._drop_heuristics),
         ]
-        total = len(steps) + 1  # and the vocabulary sweep, which is not a change to any record
+        total = len(steps) + 2  # and the read-ahead, and the vocabulary sweep (not a change to any record)
+        await report(0, total, "finding recurring facts")
+        candidates = await self._recurring_observations(project)
         words = 0
         try:
             async with self.db.transaction("memory_consolidate", project=project) as tx:
-                for done, (name, step) in enumerate(steps):
+                for done, (name, step) in enumerate(steps, start=1):
                     await report(done, total, name)
                     changes += await step(tx, project)
-                await report(len(steps), total, "deleting words no record uses")
+                await report(total - 1, total, "deleting words no record uses")
                 words = await self.deps.indexer.sweep_terms(tx)
                 await report(total, total, "done")
                 if dry_run:
@@ -145,20 +152,42 @@ class ConsolidateService(Service):
                     break
         return changes
 
-    async def _promote_facts(self, tx: Tx, project: str) -> list[Change]:
+    async def _recurring_observations(self, project: str) -> list[str]:
+        """Ids of the observations whose facts recur in enough sessions to be promoted, oldest first.
+
+        Analysing every fact of a project takes seconds at scale, so this runs on a read connection
+        before the write transaction (yielding to other requests as it goes); the pass then analyses
+        again only these observations, as they stand inside it."""
+        async with self.db.read() as conn:
+            observations = await ObservationRepository(conn).facts(project)
+        recurring = {obs_id for sightings in (await self._fact_groups(observations)) for _, _, obs_id in sightings}
+        return [obs_id for obs_id, _, _ in observations if obs_id in recurring]
+
+    async def _fact_groups(self, observations: list[tuple[str, str, list[str]]]) -> list[list[tuple[str, str, str]]]:
+        """Sightings (fact, session, observation) grouped by the fact's analysed words, for the
+        groups seen in at least `promote_min_sessions` sessions, in the order they were first seen."""
         analyzer = self.deps.index.analyzer
         groups: dict[frozenset[str], list[tuple[str, str, str]]] = defaultdict(list)
-        for obs in await ObservationRepository(tx).with_facts(project):
-            for fact in obs.facts:
+        for position, (obs_id, session_id, facts) in enumerate(observations):
+            if position % 500 == 499:
+                await anyio.lowlevel.checkpoint()
+            for fact in facts:
                 words = frozenset(analyzer.terms(fact))
                 if len(words) >= 3:  # a fact of one or two words is too thin to stand alone
-                    groups[words].append((fact, obs.session_id, obs.id))
+                    groups[words].append((fact, session_id, obs_id))
+        needed = self.settings.promote_min_sessions
+        return [sightings for sightings in groups.values() if len({s for _, s, _ in sightings}) >= needed]
+
+    async def _promote_facts(self, tx: Tx, project: str, candidates: list[str]) -> list[Change]:
+        repo = ObservationRepository(tx)
+        observations = [
+            obs
+            for start in range(0, len(candidates), _READ_CHUNK)
+            for obs in await repo.facts(project, candidates[start : start + _READ_CHUNK])
+        ]
         forgotten = await MetaRepository(tx).forgotten_facts(project)
         changes = []
-        for sightings in groups.values():
-            sessions = {session for _, session, _ in sightings}
-            if len(sessions) < self.settings.promote_min_sessions:
-                continue
+        for sightings in await self._fact_groups(observations):
             if forgotten and any(fact_fingerprint(f) in forgotten for f in {fact for fact, _, _ in sightings}):
                 continue  # a memory saying this was forgotten, and stays forgotten
             text = Counter(fact for fact, _, _ in sightings).most_common(1)[0][0]
@@ -167,7 +196,8 @@ class ConsolidateService(Service):
             saved = await self.memories.save(
                 project, text, "fact", importance=0.6, ref=f"promoted from {sightings[0][2]}"
             )
-            detail = f"seen in {len(sessions)} sessions: {shorten(text, 80)}"
+            sessions = len({session for _, session, _ in sightings})
+            detail = f"seen in {sessions} sessions: {shorten(text, 80)}"
             changes.append(Change(kind="memory", action="promoted", id=saved.id, detail=detail))
         return changes
 
