@@ -41,8 +41,10 @@ async def test_recall_says_when_its_filters_left_out_what_matches(client: Client
 
     by_time = await call(client, "memory_recall", query="proxy", since="2026-01-10")
     by_type = await call(client, "memory_recall", query="proxy", types=["decision"])
+    # memories searched beside: the index is not given the types, which still left the note out
+    by_type_too = await call(client, "memory_recall", query="proxy", types=["decision"], include_memories=True)
 
-    for result in (by_time, by_type):
+    for result in (by_time, by_type, by_type_too):
         assert result["hits"] == []
         assert result["hint"] == (
             "Nothing matched within session_id, types, since or until; without them some records match."

@@ -79,7 +79,7 @@ class SearchService(Service):
         )
         async with self.db.read(snapshot=False) as conn:  # hits are rendered one by one anyway
             hits = await self._search(conn, project, searched, flt, limit, neighbours, typed if mixed else None)
-            hint = None if hits else await self._recall_hint(conn, project, searched, flt)
+            hint = None if hits else await self._recall_hint(conn, project, searched, flt, typed)
         return RecallResult(project=project, query=shown, hits=hits, hint=hint)
 
     async def smart_search(
@@ -145,11 +145,14 @@ class SearchService(Service):
         """Whether `query` has a word (or a date) the index can look up."""
         return bool(self.deps.index.query_words(query, self.now().timestamp()))
 
-    async def _recall_hint(self, conn: Conn, project: str, query: str, flt: SearchFilter) -> str | None:
-        """Why a recall found nothing, when something can be said: the query, its filters or its kinds."""
+    async def _recall_hint(
+        self, conn: Conn, project: str, query: str, flt: SearchFilter, types: frozenset[str] | None
+    ) -> str | None:
+        """Why a recall found nothing, when something can be said: the query, its filters or its kinds.
+        `types` counts as a filter even when the index was not given it (memories searched beside)."""
         if not self._searchable(query):
             return _NO_WORDS
-        narrowed = any(x is not None for x in (flt.session_id, flt.subtypes, flt.since, flt.until))
+        narrowed = types is not None or any(x is not None for x in (flt.session_id, flt.since, flt.until))
         if narrowed and await self._search(conn, project, query, SearchFilter(kinds=flt.kinds), 1):
             return "Nothing matched within session_id, types, since or until; without them some records match."
         others = SEARCHABLE_KINDS - (flt.kinds or SEARCHABLE_KINDS)
