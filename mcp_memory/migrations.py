@@ -343,6 +343,12 @@ _V7_PROFILE_TALLY = [
     *_tally_triggers("memories", latest_only=True),
 ]
 
+_V8_NO_TALLY_INDEX = [
+    # Migration 7's index on the counts moved an entry on every count a write changed: 0.25 ms more
+    # per observation on disk, for a top-k read that scans the (project, field) rows in 2 ms at 100k.
+    "DROP INDEX IF EXISTS profile_tally_top",
+]
+
 MIGRATIONS: list[tuple[int, str, list[str]]] = [
     (1, "foundation: every table of the product reference", _V1_FOUNDATION),
     (2, "ranking attributes on stored terms; embedding vectors", _V2_RANKING_AND_VECTORS),
@@ -355,4 +361,5 @@ MIGRATIONS: list[tuple[int, str, list[str]]] = [
         _V6_RELATIONS_PER_PROJECT,
     ),
     (7, "a running count of each project's concepts and files, kept by triggers", _V7_PROFILE_TALLY),
+    (8, "no index on the profile's counts: writes cost more than the reads it spared", _V8_NO_TALLY_INDEX),
 ]

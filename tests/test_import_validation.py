@@ -12,10 +12,13 @@ import pytest
 from mcp import Client
 
 from mcp_memory.config import Settings
+from mcp_memory.migrations import MIGRATIONS
 from mcp_memory.server import build_server
 from mcp_memory.services import operations
 from tests.conftest import FakeClock, call, call_error
 from tests.test_tools_operations import export_document, fresh_settings
+
+LATEST = MIGRATIONS[-1][0]
 
 Tables = dict[str, list[dict[str, Any]]]
 
@@ -248,9 +251,9 @@ async def test_two_rows_of_a_document_with_one_unique_name_are_refused_naming_th
 @pytest.mark.parametrize(
     ("schema_version", "expected"),
     [
-        (99, "document: schema_version 99 is newer than this mcp-memory knows (7); upgrade mcp-memory"),
-        ("5", "document: schema_version must be a whole number from 1 to 7"),
-        (0, "document: schema_version must be a whole number from 1 to 7"),
+        (99, f"document: schema_version 99 is newer than this mcp-memory knows ({LATEST}); upgrade mcp-memory"),
+        ("5", f"document: schema_version must be a whole number from 1 to {LATEST}"),
+        (0, f"document: schema_version must be a whole number from 1 to {LATEST}"),
     ],
 )
 @pytest.mark.parametrize("via", ["document", "path"])

@@ -12,11 +12,12 @@ from mcp import Client
 
 from mcp_memory.config import Settings
 from mcp_memory.ids import scoped_session_id
+from mcp_memory.migrations import MIGRATIONS
 from mcp_memory.repositories import archive
 from mcp_memory.server import build_server
 from tests.conftest import FakeClock, call, call_error
 from tests.test_tools_operations import export_document, fresh_settings
-from tests.test_upgrade import undo_schema_7
+from tests.test_upgrade import undo_profile_tally
 
 OLD_RELATIONS = """CREATE TABLE relations (
     id TEXT PRIMARY KEY, project TEXT NOT NULL, source_id TEXT NOT NULL, target_id TEXT NOT NULL,
@@ -68,7 +69,7 @@ async def test_a_schema_5_file_gets_relations_unique_per_project(settings: Setti
         lesson, slot = await global_pair(client)
         made = await call(client, "memory_relate", source_id=lesson, target_id=slot, note="kept", project="alpha")
     with sqlite3.connect(settings.db) as conn:  # the relations table as schema 5 left it
-        undo_schema_7(conn)
+        undo_profile_tally(conn)
         conn.execute("DROP TABLE relations")
         conn.execute(OLD_RELATIONS)
         conn.execute("CREATE INDEX relations_by_target ON relations (target_id)")
@@ -87,7 +88,7 @@ async def test_a_schema_5_file_gets_relations_unique_per_project(settings: Setti
         indexes = {row[0] for row in conn.execute("SELECT name FROM sqlite_master WHERE tbl_name = 'relations'")}
         table_sql = conn.execute("SELECT sql FROM sqlite_master WHERE name = 'relations'").fetchone()[0]
 
-    assert diagnosis["schema_version"] == 7
+    assert diagnosis["schema_version"] == MIGRATIONS[-1][0]
     assert diagnosis["integrity_ok"] is True
     assert beta["created"] is True
     assert kept == [(made["relation"]["id"], 1.0, "kept")]
