@@ -129,13 +129,14 @@ async def open_app(
         insights = InsightsService(deps, lessons)
         slots = SlotService(deps)
         summaries = SummaryService(deps)
+        forget = ForgetService(deps)
 
         app = AppContext(
             deps=deps,
             episodic=episodic,
             memories=memories,
             search=SearchService(deps, lessons),
-            forget=ForgetService(deps),
+            forget=forget,
             operations=OperationsService(
                 deps,
                 {
@@ -145,6 +146,7 @@ async def open_app(
                     "lessons": lessons.reindex,
                 },
                 memories.join_apart,
+                forget.forget_again,
             ),
             lessons=lessons,
             outcomes=OutcomeService(deps, lessons),

@@ -349,6 +349,18 @@ _V8_NO_TALLY_INDEX = [
     "DROP INDEX IF EXISTS profile_tally_top",
 ]
 
+_V9_FORGOTTEN_RECORDS = [
+    # What memory_forget deleted, by id and project only (never its text): an export carries these,
+    # so an import on another machine forgets the same records and none comes back from an old copy.
+    """CREATE TABLE forgotten (
+        id           TEXT PRIMARY KEY,
+        project      TEXT NOT NULL,
+        kind         TEXT NOT NULL,
+        forgotten_at TEXT NOT NULL
+    )""",
+    "CREATE INDEX forgotten_by_project ON forgotten (project)",
+]
+
 MIGRATIONS: list[tuple[int, str, list[str]]] = [
     (1, "foundation: every table of the product reference", _V1_FOUNDATION),
     (2, "ranking attributes on stored terms; embedding vectors", _V2_RANKING_AND_VECTORS),
@@ -362,4 +374,5 @@ MIGRATIONS: list[tuple[int, str, list[str]]] = [
     ),
     (7, "a running count of each project's concepts and files, kept by triggers", _V7_PROFILE_TALLY),
     (8, "no index on the profile's counts: writes cost more than the reads it spared", _V8_NO_TALLY_INDEX),
+    (9, "the ids of forgotten records, so imports do not bring them back", _V9_FORGOTTEN_RECORDS),
 ]

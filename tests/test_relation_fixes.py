@@ -17,7 +17,7 @@ from mcp_memory.repositories import archive
 from mcp_memory.server import build_server
 from tests.conftest import FakeClock, call, call_error
 from tests.test_tools_operations import export_document, fresh_settings
-from tests.test_upgrade import undo_profile_tally
+from tests.test_upgrade import undo_after_schema_6
 
 OLD_RELATIONS = """CREATE TABLE relations (
     id TEXT PRIMARY KEY, project TEXT NOT NULL, source_id TEXT NOT NULL, target_id TEXT NOT NULL,
@@ -69,7 +69,7 @@ async def test_a_schema_5_file_gets_relations_unique_per_project(settings: Setti
         lesson, slot = await global_pair(client)
         made = await call(client, "memory_relate", source_id=lesson, target_id=slot, note="kept", project="alpha")
     with sqlite3.connect(settings.db) as conn:  # the relations table as schema 5 left it
-        undo_profile_tally(conn)
+        undo_after_schema_6(conn)
         conn.execute("DROP TABLE relations")
         conn.execute(OLD_RELATIONS)
         conn.execute("CREATE INDEX relations_by_target ON relations (target_id)")

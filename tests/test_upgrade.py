@@ -20,18 +20,20 @@ TURNS = [
 ]
 
 
-def undo_profile_tally(conn: sqlite3.Connection) -> None:
-    """Take away the profile's running count and the triggers that keep it, as schema 6 had neither."""
+def undo_after_schema_6(conn: sqlite3.Connection) -> None:
+    """Take away what migrations 7 to 9 added: the profile's running count, the triggers that keep it,
+    and the notes of forgotten records."""
     for (trigger,) in conn.execute("SELECT name FROM sqlite_master WHERE type = 'trigger'").fetchall():
         conn.execute(f"DROP TRIGGER {trigger}")
     conn.execute("DROP TABLE profile_tally")
-    conn.execute("DELETE FROM schema_migrations WHERE version IN (7, 8)")
+    conn.execute("DROP TABLE forgotten")
+    conn.execute("DELETE FROM schema_migrations WHERE version > 6")
 
 
 def _downgrade_to_schema_1(path: Path) -> None:
     """Make the file look like one written by schema 1 and analyzer 1, the release before ranking."""
     with sqlite3.connect(path) as conn:
-        undo_profile_tally(conn)
+        undo_after_schema_6(conn)
         conn.execute("DROP TABLE embeddings")
         conn.execute("DROP INDEX search_docs_analyzer")
         conn.execute("ALTER TABLE search_docs DROP COLUMN digest")
@@ -65,7 +67,7 @@ async def test_a_schema_1_file_is_migrated_and_re_analysed(settings: Settings, c
         hits = (await call(client, "memory_recall", query="Caroline support group 7 May 2023"))["hits"]
         found = await call(client, "memory_smart_search", query="adoption agencies")
 
-    assert diagnosis["schema_version"] == MIGRATIONS[-1][0] == 8
+    assert diagnosis["schema_version"] == MIGRATIONS[-1][0] == 9
     assert diagnosis["analyzer_version"] == ANALYZER_VERSION
     assert diagnosis["index_in_sync"] is True
     assert diagnosis["index_docs"] == diagnosis["stored_docs"] == {"observation": 3, "memory": 1}
@@ -92,7 +94,7 @@ async def test_relations_left_dangling_by_an_older_release_are_dropped(settings:
                 "VALUES (?, 'test', ?, ?, 'related', '2026-01-01T00:00:00Z', '2026-01-01T00:00:00Z')",
                 (relation, source, target),
             )
-        undo_profile_tally(conn)
+        undo_after_schema_6(conn)
         conn.execute("DELETE FROM schema_migrations WHERE version >= 5")
 
     async with Client(build_server(settings)) as client:
@@ -113,7 +115,7 @@ async def test_a_schema_6_file_gets_the_profile_count_of_what_it_holds(settings:
             client, "memory_save", content="The parser is generated.", concepts=["codegen"], supersedes=old["id"]
         )
     with sqlite3.connect(settings.db) as conn:
-        undo_profile_tally(conn)
+        undo_after_schema_6(conn)
         conn.execute("UPDATE observations SET concepts = '[\"router\"]' WHERE content = 'Parser tests'")
     async with Client(build_server(settings, clock)) as reopened:
         profile = await call(reopened, "memory_profile")

@@ -216,6 +216,15 @@ class Reflection(Record):
     insights: list[str] = Field(default_factory=list)
 
 
+class ForgottenRecord(Record):
+    """A record memory_forget deleted, by id only, so no import brings it back unasked."""
+
+    id: str
+    project: str
+    kind: str
+    forgotten_at: str
+
+
 class ForgottenFacts(Record):
     """The facts a project forgot, as fingerprints only, so consolidation never promotes them again."""
 

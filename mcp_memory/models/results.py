@@ -306,4 +306,10 @@ class ImportResult(BaseModel):
         "saved on each of two machines) or mixed from copies joined differently. Every version is kept, in the "
         "order they were saved, the last one latest.",
     )
+    forgotten: int = Field(
+        0,
+        description="Records not kept because a copy forgot them (this database, or the one the document "
+        "came from; that copy's forgets are applied here too). restore_forgotten brings them back.",
+    )
+    restored: int = Field(0, description="Forgotten records brought back by restore_forgotten.")
     redacted: Redacted = Field(default_factory=dict, description=REDACTED_DESC)

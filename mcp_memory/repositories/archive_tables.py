@@ -39,6 +39,8 @@ class TableSpec:
     """Rows may be global (project "*"); those a project's relations name are exported with the project."""
     union: str | None = None
     """A list column an imported row adds to the stored one's (a meta entry), rather than replacing it."""
+    names_any: bool = False
+    """Its ids are those of records of any kind (the records it notes as forgotten)."""
 
     @property
     def columns(self) -> list[str]:
@@ -55,6 +57,8 @@ class TableSpec:
 
 
 TABLES: tuple[TableSpec, ...] = (
+    # First, so an import knows what was forgotten before the rows that would bring it back.
+    TableSpec("forgotten", r.ForgottenRecord, ("id",), stamp="forgotten_at", shared=True, names_any=True),
     TableSpec("sessions", r.Session, ("id",)),
     TableSpec(
         "observations",

@@ -192,7 +192,9 @@ def _parse_row(spec: TableSpec, index: int, row: Any, scrub: Scrubber, only_proj
             check_project(project)
         except InvalidInputError as exc:
             raise ImportFormatError(f"{where}.project: {exc.rule}") from None
-    own: tuple[tuple[str, str | None], ...] = (("id", spec.name),) if spec.key == ("id",) else ()
+    own: tuple[tuple[str, str | None], ...] = (
+        (("id", None if spec.names_any else spec.name),) if spec.key == ("id",) else ()
+    )
     for column, table in own + spec.refs:
         value = getattr(record, column)
         problem = None if value is None else id_problem(value, table, project)

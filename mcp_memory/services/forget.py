@@ -1,4 +1,8 @@
-"""Forgetting: hard deletion by id or by filter, planned first so a dry run shows exactly the same."""
+"""Forgetting: hard deletion by id or by filter, planned first so a dry run shows exactly the same.
+
+Every record deleted is noted by id (repositories/forgotten.py), never by its text, so that an
+import of a copy made before does not bring it back and an export carries the forget elsewhere.
+"""
 
 from __future__ import annotations
 
@@ -14,6 +18,7 @@ from mcp_memory.errors import InvalidInputError, NotFoundError
 from mcp_memory.ids import kind_of
 from mcp_memory.models.records import Observation, Session
 from mcp_memory.models.results import ForgetResult
+from mcp_memory.repositories.forgotten import ForgottenRepository
 from mcp_memory.repositories.lessons import LessonRepository
 from mcp_memory.repositories.memories import MemoryRepository
 from mcp_memory.repositories.meta import MetaRepository
@@ -116,6 +121,12 @@ class ForgetService(Service):
                 for o in await observations.get_many(sorted(set(plan.observations)), project)
                 if o.session_id not in plan.sessions
             ]
+            # Noted before the rows go (the note reads each one's project): an import of an older copy
+            # must not bring them back, and an export carries the notes to the other copies.
+            noted = ForgottenRepository(tx)
+            for kind_name, id_list in plan.as_dict().items():
+                if kind_name != FOLDED:
+                    await noted.remember(kind_name, id_list, self.now_iso())
             for session in plan.sessions:
                 await sessions.delete(session)  # cascades to the session's observations
             await observations.delete(plan.observations)
@@ -140,6 +151,24 @@ class ForgetService(Service):
             if doomed or plan.digest_lines:  # the index cache on disk still holds their terms
                 tx.on_commit(self.deps.builder.drop_cache)
         return self._result(plan, dry_run=False)
+
+    async def forget_again(self, ids: Sequence[str]) -> int:
+        """Delete the stored records among `ids` that were forgotten (here, or on the copy an import
+        came from), each in the project it was forgotten in; returns how many records went."""
+        gone = 0
+        async with self.db.transaction(FORGET_ACTION) as tx:
+            by_project: dict[str, list[str]] = defaultdict(list)
+            for record_id, project in (await ForgottenRepository(tx).among(ids)).items():
+                by_project[project].append(record_id)
+            for project, noted in sorted(by_project.items()):
+                # only where it was forgotten: a note can never delete another project's record
+                stored = await RecordNames(tx).describe(noted, [project])
+                if stored:
+                    result = await self.forget(
+                        project, ids=sorted(stored), kind=None, session_id=None, since=None, until=None, dry_run=False
+                    )
+                    gone += result.total
+        return gone
 
     async def _thin_sessions(
         self, tx: Tx, project: str, forgotten: Sequence[Observation], digest_lines: dict[str, list[int]]

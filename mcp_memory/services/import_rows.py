@@ -195,12 +195,23 @@ class _Reflection(r.Reflection):
     insights: list[Annotated[str, _at_most(_LONGEST)]] = Field(default_factory=list)
 
 
+class _Forgotten(r.ForgottenRecord):
+    kind: Annotated[str, _one_of(sorted(PREFIXES))]
+
+    @model_validator(mode="after")
+    def _of_its_kind(self) -> Self:
+        if (kind_of(self.id) or "session") != self.kind:
+            raise InvalidInputError("kind", f"must be the kind its id names ({kind_of(self.id) or 'session'!r})")
+        return self
+
+
 class _ForgottenFacts(r.ForgottenFacts):
     fingerprints: list[Annotated[str, Field(pattern="^[0-9a-f]{64}$")]] = Field(default_factory=list)
 
 
 # The model each table's imported rows must satisfy, before their free text is scrubbed.
 ROW_MODELS: dict[str, type[BaseModel]] = {
+    "forgotten": _Forgotten,
     "sessions": _Session,
     "observations": _Observation,
     "memories": _Memory,

@@ -32,7 +32,7 @@ from mcp_memory.services.memories import chain_line
 _id = attrgetter("id")  # of a row of a table keyed by id
 
 # Records of these tables may be global ("*"), and a record of any project may point at them.
-_GLOBAL_TARGETS = {"lessons", "slots"}
+_GLOBAL_TARGETS = {"lessons", "slots", "forgotten"}
 
 
 @dataclass(frozen=True, slots=True)
@@ -293,6 +293,12 @@ class ImportTally:
     """Sessions whose row or observations the import wrote (their counts and positions are settled last)."""
     joined: list[str] = field(default_factory=list)
     """Root ids of the memory chains that had grown apart, joined at the end."""
+    restore: bool = False
+    """Whether forgotten records the document holds come back (else what either copy forgot stays so)."""
+    ids: list[str] = field(default_factory=list)
+    """Ids of the records the import wrote, and of those its notes say were forgotten."""
+    forgotten: int = 0
+    restored: int = 0
 
     def seen(self, table: str) -> int:
         """Rows of `table` stored so far (the position of its next row in the document)."""

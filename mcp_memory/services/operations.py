@@ -21,6 +21,7 @@ from mcp_memory.models.results import DiagnoseResult, EmbeddingReport, ExportRes
 from mcp_memory.repositories.archive import ArchiveRepository, RowConflict
 from mcp_memory.repositories.archive_tables import TABLES, TableSpec
 from mcp_memory.repositories.embeddings import EmbeddingRepository
+from mcp_memory.repositories.forgotten import ForgottenRepository
 from mcp_memory.repositories.memories import MemoryRepository
 from mcp_memory.repositories.meta import MetaRepository
 from mcp_memory.repositories.observations import ObservationRepository
@@ -50,14 +51,20 @@ Reindexer = Callable[[Tx, Sequence[Any]], Awaitable[None]]
 ChainJoiner = Callable[[Tx, Sequence[tuple[str, str]]], Awaitable[list[str]]]
 """Joins memory chains, as (project, root id), that grew apart; returns their root ids."""
 
+Forgetter = Callable[[Sequence[str]], Awaitable[int]]
+"""Deletes the stored records among some ids that were forgotten; returns how many went."""
+
 
 class OperationsService(Service):
     """Diagnose, export and import."""
 
-    def __init__(self, deps: Deps, reindexers: dict[str, Reindexer], join_chains: ChainJoiner) -> None:
+    def __init__(
+        self, deps: Deps, reindexers: dict[str, Reindexer], join_chains: ChainJoiner, forget_again: Forgetter
+    ) -> None:
         super().__init__(deps)
         self._reindexers = reindexers
         self._join_chains = join_chains
+        self._forget_again = forget_again
 
     async def ready(self) -> bool:
         """The database answers a query and the index has been built from it."""
@@ -241,6 +248,7 @@ class OperationsService(Service):
         path: str | None,
         only_project: str | None = None,
         progress: Progress = no_progress,
+        restore_forgotten: bool = False,
     ) -> ImportResult:
         """Merge an export document: new rows are added, newer rows replace older, the rest is left.
 
@@ -248,12 +256,15 @@ class OperationsService(Service):
         as a stream (validated row by row; any error rolls the whole import back). With
         `only_project`, every row must belong to that project (a restricted caller's import).
         `progress` hears how far it is after each chunk of rows (a large import takes a while).
+        What either copy forgot stays forgotten (the rows are written, then deleted again in the same
+        transaction, as memory_forget would); with `restore_forgotten` the document's rows come back
+        and neither its notes of forgotten records nor this store's for those rows are kept.
         """
         if (document is None) == (path is None):
             raise InvalidInputError("document", "give exactly one of document or path")
         scrub = self.scrubber()
         parse = row_parser(scrub, only_project)
-        tally = ImportTally(ImportScope(only_project))
+        tally = ImportTally(ImportScope(only_project), restore=restore_forgotten)
         try:
             if document is not None:
                 await self._import_document(document, parse, progress, tally)
@@ -269,6 +280,8 @@ class OperationsService(Service):
             reindexed=tally.reindexed,
             matched_by_name=tally.scope.matched,
             joined_chains=tally.joined,
+            forgotten=tally.forgotten,
+            restored=tally.restored,
             redacted=scrub.summary(),
         )
 
@@ -302,6 +315,9 @@ class OperationsService(Service):
 
     async def _store(self, tx: Tx, spec: TableSpec, chunk: list[BaseModel], tally: ImportTally) -> None:
         """Upsert one chunk of a table's rows, note the changes and bring the index in line."""
+        if spec.names_any and tally.restore:  # the document's notes of forgotten records are not kept
+            tally.rows += len(chunk)
+            return
         archive = ArchiveRepository(tx)
         chunk = await tally.scope.rename(archive, spec, chunk)
         await tally.scope.check_global(archive, spec, chunk, tally.seen(spec.name))
@@ -316,11 +332,14 @@ class OperationsService(Service):
         await tally.scope.check(archive, spec, tally.seen(spec.name), chunk, outcomes)
         touched = []
         for record, outcome in zip(chunk, outcomes, strict=True):
+            key = ":".join(str(getattr(record, k)) for k in spec.key)
+            if spec.key == ("id",) and (outcome.inserted or outcome.updated or spec.names_any):
+                tally.ids.append(key)  # what the document notes as forgotten, or may have brought back
             if outcome.inserted or outcome.updated:
                 touched.append(record)
                 if isinstance(record, Session | Observation):
                     tally.sessions.add(record.id if isinstance(record, Session) else record.session_id)
-                tx.changed(spec.name, ":".join(str(getattr(record, k)) for k in spec.key), "import")
+                tx.changed(spec.name, key, "import")
             tally.count(spec.name, outcome)
         reindex = self._reindexers.get(spec.name)
         if reindex is not None and touched:
@@ -339,6 +358,10 @@ class OperationsService(Service):
         for card_id in await MistakeCardRepository(tx).count_links(cards, self.now_iso()):
             tx.changed("mistake_card", card_id, "update")
         await self._settle_sessions(tx, tally.sessions)
+        if tally.restore:
+            tally.restored = await ForgottenRepository(tx).unforget(tally.ids)
+        else:
+            tally.forgotten = await self._forget_again(tally.ids)
 
     async def _settle_sessions(self, tx: Tx, session_ids: set[str]) -> None:
         """Make the sessions an import wrote to agree with the observations they now hold.

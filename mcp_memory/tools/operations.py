@@ -43,10 +43,21 @@ async def memory_import(
         dict[str, Any] | None, Field(description="An export document as returned by memory_export.")
     ] = None,
     path: FilePath = None,
+    restore_forgotten: Annotated[
+        bool,
+        Field(
+            description="Bring back the document's records even if this database or the document's source "
+            "forgot them (restoring a backup on purpose). Without it, what either side forgot stays forgotten."
+        ),
+    ] = False,
 ) -> ImportResult:
     """Import a memory_export document; safe to repeat (existing records are kept unless the import is newer)."""
     return await app_of(ctx).operations.import_(
-        document, path, only_project=await restricted_to(ctx), progress=ctx.report_progress
+        document,
+        path,
+        only_project=await restricted_to(ctx),
+        progress=ctx.report_progress,
+        restore_forgotten=restore_forgotten,
     )
 
 

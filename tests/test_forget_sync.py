@@ -1,0 +1,132 @@
+"""What memory_forget deletes stays deleted across copies: an export carries the forgotten ids (never
+their text), an import forgets them on the other machine too, and no import of an older copy brings
+them back unless it asks to restore them."""
+
+from __future__ import annotations
+
+import json
+from contextlib import AsyncExitStack
+from pathlib import Path
+from typing import Any
+
+from mcp import Client
+
+from mcp_memory.server import build_server
+from tests.conftest import FakeClock, call, call_error
+from tests.test_tools_operations import export_document, fresh_settings
+
+ADDRESS = "The user's home address is 12 Elm Street, Springfield."
+
+
+async def _history(client: Client, clock: FakeClock) -> dict[str, Any]:
+    """Two sessions, a memory chain related to an observation, a lesson and a slot."""
+    made: dict[str, Any] = {}
+    made["s1"] = [
+        (await call(client, "memory_observe", content=f"Debugged the flaky upload test, step {n}.", session_id="s1"))[
+            "id"
+        ]
+        for n in range(2)
+    ]
+    clock.advance(minutes=5)
+    made["s2"] = (await call(client, "memory_observe", content="Moved the CI to larger runners.", session_id="s2"))[
+        "id"
+    ]
+    first = await call(client, "memory_save", content=ADDRESS, kind="preference")
+    clock.advance(minutes=1)
+    second = await call(client, "memory_save", content=ADDRESS.replace("12", "14"), supersedes=first["id"])
+    made["chain"] = [first["id"], second["id"]]
+    await call(client, "memory_relate", source_id=second["id"], target_id=made["s2"])
+    made["lesson"] = (await call(client, "memory_lesson_save", content="Pin the runner image version."))["lesson"]["id"]
+    await call(client, "memory_slot_create", name="scratch", content="Half an idea.")
+    return made
+
+
+async def _forget_on(client: Client, made: dict[str, Any]) -> dict[str, Any]:
+    return await call(client, "memory_forget", ids=[made["chain"][1], "s1", made["lesson"]])
+
+
+async def test_a_forget_reaches_the_other_machine_and_its_copy_never_brings_it_back(tmp_path: Path) -> None:
+    clock = FakeClock()
+    async with AsyncExitStack() as stack:
+        a, b = [
+            await stack.enter_async_context(Client(build_server(fresh_settings(tmp_path, name), clock)))
+            for name in ("a", "b")
+        ]
+        made = await _history(a, clock)
+        await call(b, "memory_import", document=await export_document(a))
+        from_b_before = await export_document(b)
+        clock.advance(hours=1)
+        forgot = await _forget_on(a, made)
+        after_forgetting = await export_document(a)
+
+        into_a = await call(a, "memory_import", document=from_b_before)  # B's copy still holds them all
+        a_after = await export_document(a)
+        path = tmp_path / "from-a.json"
+        await call(a, "memory_export", path=str(path))
+        into_b = await call(b, "memory_import", path=str(path))  # a file is read as a stream
+        b_after = await export_document(b)
+        again = await call(b, "memory_import", path=str(path))
+        found_on_b = await call(b, "memory_smart_search", query="home address Elm Street")
+        related_on_b = await call(b, "memory_related", id=made["s2"])
+        sessions_on_b = await call(b, "memory_sessions")
+
+    gone = {made["chain"][0], made["chain"][1], "s1", *made["s1"], made["lesson"]}
+    assert forgot["total"] == len(gone)
+    assert into_a["forgotten"] == len(gone)  # written by the import, then deleted again in it
+    assert a_after["tables"] == after_forgetting["tables"]
+    assert into_b["forgotten"] == len(gone)
+    assert b_after["tables"] == a_after["tables"]  # the two copies agree, notes of forgotten records too
+    assert {row["id"] for row in a_after["tables"]["forgotten"]} >= gone
+    assert again["forgotten"] == 0
+    assert again["inserted"] == {} or not any(again["inserted"].values())
+    assert found_on_b["hits"] == []
+    assert related_on_b["edges"] == []
+    assert [s["id"] for s in sessions_on_b["sessions"]] == ["s2"]
+
+
+async def test_an_old_backup_keeps_what_was_forgotten_gone_unless_restored(tmp_path: Path) -> None:
+    clock = FakeClock()
+    async with Client(build_server(fresh_settings(tmp_path), clock)) as client:
+        saved = await call(client, "memory_save", content=ADDRESS)
+        backup = await export_document(client)
+        clock.advance(days=1)
+        await call(client, "memory_forget", ids=[saved["id"]])
+        kept_gone = await call(client, "memory_import", document=backup)
+        missing = await call_error(client, "memory_get", id=saved["id"])
+        notes = await export_document(client)
+        restored = await call(client, "memory_import", document=backup, restore_forgotten=True)
+        back = await call(client, "memory_get", id=saved["id"])
+        after_restoring = await export_document(client)
+
+    assert kept_gone["forgotten"] == 1
+    assert saved["id"] in missing
+    assert notes["tables"]["memories"] == []
+    assert [(n["id"], n["kind"], n["project"]) for n in notes["tables"]["forgotten"]] == [
+        (saved["id"], "memory", "test")
+    ]
+    assert "Elm" not in json.dumps(notes)  # a note keeps the id, never the text
+    assert (restored["restored"], restored["forgotten"]) == (1, 0)
+    assert back["memory"]["content"] == ADDRESS
+    assert after_restoring["tables"]["forgotten"] == []
+    assert after_restoring["tables"]["memories"] == backup["tables"]["memories"]
+
+
+async def test_a_note_deletes_only_in_its_own_project_and_names_the_kind_of_its_id(tmp_path: Path) -> None:
+    clock = FakeClock()
+    async with Client(build_server(fresh_settings(tmp_path), clock)) as client:
+        theirs = await call(client, "memory_save", content="Beta's deploy key lives in the vault.", project="beta")
+        document = await export_document(client, project="alpha")
+        at = "2026-01-02T00:00:00.000000Z"
+        document["tables"]["forgotten"] = [
+            {"id": theirs["id"], "project": "alpha", "kind": "memory", "forgotten_at": at}
+        ]
+        imported = await call(client, "memory_import", document=document)
+        still = await call(client, "memory_get", id=theirs["id"], project="beta")
+        document["tables"]["forgotten"] = [
+            {"id": theirs["id"], "project": "alpha", "kind": "lesson", "forgotten_at": at}
+        ]
+        wrong_kind = await call_error(client, "memory_import", document=document)
+
+    assert imported["forgotten"] == 0
+    assert still["memory"]["content"] == "Beta's deploy key lives in the vault."
+    assert "document.tables.forgotten[0].kind: must be the kind its id names ('memory')" in wrong_kind
