@@ -21,6 +21,7 @@ from mcp_memory.services.actions import ActionService
 from mcp_memory.services.common import Deps
 from mcp_memory.services.consolidate import ConsolidateService
 from mcp_memory.services.context import ContextService
+from mcp_memory.services.diagnose import DiagnoseService
 from mcp_memory.services.embedding import Embedder
 from mcp_memory.services.episodic import EpisodicService
 from mcp_memory.services.forget import ForgetService
@@ -50,6 +51,7 @@ class AppContext:
     search: SearchService
     forget: ForgetService
     operations: OperationsService
+    diagnosis: DiagnoseService
     lessons: LessonService
     outcomes: OutcomeService
     insights: InsightsService
@@ -148,6 +150,7 @@ async def open_app(
                 memories.join_apart,
                 forget.forget_again,
             ),
+            diagnosis=DiagnoseService(deps),
             lessons=lessons,
             outcomes=OutcomeService(deps, lessons),
             insights=insights,

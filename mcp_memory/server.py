@@ -57,7 +57,7 @@ class SharedApp:
     async def ready(self) -> bool:
         """Whether the application is open, its database answers and its index is built."""
         app = self._app
-        return app is not None and await app.operations.ready()
+        return app is not None and await app.diagnosis.ready()
 
     @asynccontextmanager
     async def use(self) -> AsyncIterator[AppContext]:

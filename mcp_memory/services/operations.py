@@ -1,10 +1,8 @@
-"""Operations: health diagnosis, and export / import of a versioned JSON document."""
+"""Operations: export / import of a versioned JSON document."""
 
 from __future__ import annotations
 
 import os
-import random
-import time
 from collections.abc import Awaitable, Callable, Iterator, Sequence
 from contextlib import aclosing
 from typing import Any
@@ -13,23 +11,17 @@ import anyio
 import anyio.to_thread
 from pydantic import BaseModel
 
-from mcp_memory import __version__
 from mcp_memory.db import Tx
-from mcp_memory.errors import ConflictError, ImportFormatError, InvalidInputError, MCPMemoryError
+from mcp_memory.errors import ConflictError, ImportFormatError, InvalidInputError
 from mcp_memory.models.records import Observation, Session
-from mcp_memory.models.results import DiagnoseResult, EmbeddingReport, ExportResult, ImportResult, LatencyReport
+from mcp_memory.models.results import ExportResult, ImportResult
 from mcp_memory.repositories.archive import ArchiveRepository, RowConflict
 from mcp_memory.repositories.archive_tables import TABLES, TableSpec
-from mcp_memory.repositories.embeddings import EmbeddingRepository
 from mcp_memory.repositories.forgotten import ForgottenRepository
-from mcp_memory.repositories.memories import MemoryRepository
 from mcp_memory.repositories.meta import MetaRepository
 from mcp_memory.repositories.observations import ObservationRepository
 from mcp_memory.repositories.outcomes import MistakeCardRepository
-from mcp_memory.repositories.search_docs import SearchDocRepository
 from mcp_memory.repositories.sessions import SessionRepository
-from mcp_memory.search.analyzer import ANALYZER_VERSION
-from mcp_memory.search.index import SearchFilter
 from mcp_memory.services.common import Deps, Progress, Service, no_progress
 from mcp_memory.services.export_format import (
     RowParser,
@@ -56,7 +48,7 @@ Forgetter = Callable[[Sequence[str]], Awaitable[int]]
 
 
 class OperationsService(Service):
-    """Diagnose, export and import."""
+    """Export and import."""
 
     def __init__(
         self, deps: Deps, reindexers: dict[str, Reindexer], join_chains: ChainJoiner, forget_again: Forgetter
@@ -65,120 +57,6 @@ class OperationsService(Service):
         self._reindexers = reindexers
         self._join_chains = join_chains
         self._forget_again = forget_again
-
-    async def ready(self) -> bool:
-        """The database answers a query and the index has been built from it."""
-        try:
-            async with self.db.read() as conn:
-                await MetaRepository(conn).schema_version()
-        except MCPMemoryError:
-            return False
-        return self.deps.indexer.built
-
-    async def diagnose(self, only: str | None = None) -> DiagnoseResult:
-        """Schema, counts, integrity, index consistency and a latency self-test.
-
-        With `only` (a restricted caller's project), every figure is that project's and nothing
-        tells of other projects or of the server: no path, no file size, no process counters.
-        """
-        async with self.db.read() as conn:
-            meta = MetaRepository(conn)
-            schema = await meta.schema_version()
-            counts = await meta.table_counts(only)
-            integrity = await meta.integrity_check()
-            pragmas = await meta.pragmas()
-            stored = await SearchDocRepository(conn).counts_by_kind(only)
-            observations = await ObservationRepository(conn).count(only)
-            latest_memories = await MemoryRepository(conn).count(only, latest_only=True)
-            stored_vectors = await EmbeddingRepository(conn).counts_by_model(only)
-        index = self.deps.index
-        in_memory = index.counts_by_kind(only)
-        expected_ok = stored.get("observation", 0) == observations and stored.get("memory", 0) == latest_memories
-        if only is not None:
-            pragmas = {k: v for k, v in pragmas.items() if k not in ("page_count", "freelist_count")}
-        return DiagnoseResult(
-            version=__version__,
-            schema_version=schema,
-            analyzer_version=ANALYZER_VERSION,
-            timezone=index.zone.key,
-            db_path=str(self.db.path) if only is None else None,
-            db_bytes=await self._db_bytes() if only is None else None,
-            sqlite=pragmas,
-            integrity=integrity,
-            integrity_ok=integrity == ["ok"],
-            counts=counts,
-            index_docs=in_memory,
-            stored_docs=stored,
-            index_in_sync=in_memory == stored and expected_ok,
-            index_terms=index.term_count(only),
-            index_postings=index.posting_count(only),
-            index_source=self.deps.builder.source,
-            index_cache_bytes=await self._cache_bytes() if only is None else 0,
-            projects=index.projects() if only is None else [p for p in index.projects() if p == only],
-            latency=self._latency_probe(only),
-            embeddings=self._embedding_report(stored_vectors, only),
-        )
-
-    async def _db_bytes(self) -> int:
-        size = 0
-        for suffix in ("", "-wal"):
-            path = anyio.Path(f"{self.db.path}{suffix}")
-            if await path.exists():
-                size += (await path.stat()).st_size
-        return size
-
-    async def _cache_bytes(self) -> int:
-        cache = self.deps.builder.cache
-        if cache is None:
-            return 0
-        try:
-            return (await anyio.Path(cache.path).stat()).st_size
-        except FileNotFoundError:  # none yet, or a forget deleted it
-            return 0
-
-    def _embedding_report(self, stored: dict[str, int], only: str | None) -> EmbeddingReport:
-        index, embedder = self.deps.index, self.deps.embedder
-        vectors = index.vector_count(only)
-        report = EmbeddingReport(
-            provider="none",
-            vectors=vectors,
-            # without a provider no record is waiting for a vector: search is BM25 alone by design
-            lacking=index.doc_count(only) - vectors if embedder is not None else 0,
-            queued=0,
-            embedded=0,
-            failures=0,
-            stored_by_model=stored,
-        )
-        if embedder is not None:
-            report.provider = embedder.model
-            report.dimension = embedder.provider.dim
-            if only is None:  # the embedder's counters and errors span every project
-                report.queued = embedder.queued
-                report.embedded = embedder.embedded
-                report.failures = embedder.failures
-                report.last_error = embedder.last_error
-        return report
-
-    def _latency_probe(self, only: str | None, queries: int = 40) -> LatencyReport:
-        """Time searches of random two-term queries drawn from the vocabulary, per project."""
-        projects = [p for p in self.deps.index.projects() if only is None or p == only]
-        vocab = list(self.deps.index.vocab.values())
-        if not projects or not vocab:
-            return LatencyReport(queries=0, p50_ms=0.0, p95_ms=0.0, max_ms=0.0)
-        rng = random.Random(0)
-        timings = []
-        for i in range(queries):
-            terms = rng.sample(vocab, min(2, len(vocab)))
-            start = time.perf_counter()
-            self.deps.index.search(projects[i % len(projects)], terms, SearchFilter(), 10)
-            timings.append((time.perf_counter() - start) * 1000)
-        timings.sort()
-        return LatencyReport(
-            queries=len(timings),
-            p50_ms=round(timings[len(timings) // 2], 3),
-            p95_ms=round(timings[min(len(timings) - 1, int(len(timings) * 0.95))], 3),
-            max_ms=round(timings[-1], 3),
-        )
 
     async def export(
         self, projects: Sequence[str] | None, path: str | None, overwrite: bool, progress: Progress = no_progress

@@ -19,7 +19,7 @@ FilePath = Annotated[
 
 async def memory_diagnose(ctx: Ctx) -> DiagnoseResult:
     """Check health: schema version, record counts, integrity, index consistency and search latency."""
-    return await app_of(ctx).operations.diagnose(only=await restricted_to(ctx))
+    return await app_of(ctx).diagnosis.diagnose(only=await restricted_to(ctx))
 
 
 async def memory_export(
