@@ -14,7 +14,7 @@ from rank_bm25 import BM25Okapi
 
 from mcp_memory.config import Settings
 from mcp_memory.context import open_app
-from mcp_memory.search import bm25
+from mcp_memory.search import bm25, dates
 from mcp_memory.search.analyzer import Analyzer
 from mcp_memory.search.bm25 import BM25Params
 from mcp_memory.search.docstore import Columns, DocAttrs, Filter
@@ -257,24 +257,56 @@ def test_projects_keep_their_own_statistics() -> None:
     }
 
 
-def test_similar_candidates_finds_every_near_duplicate() -> None:
-    analyzer = Analyzer()
-    index = SearchIndex(analyzer, BM25Params())
+def _near_duplicates(seed: int) -> tuple[SearchIndex, dict[str, set[str]], dict[str, int]]:
+    """An index of random memories (some removed, some of another kind), their word sets and vocabulary."""
+    index = SearchIndex(Analyzer(), BM25Params())
     vocab: dict[str, int] = {}
-    rng = random.Random(3)
-    words = [f"word{i}" for i in range(200)]
-    bases = []
+    rng = random.Random(seed)
+    words = [f"word{i}" for i in range(200)] + [f"{dates.PREFIX}2024-05"]
+    index.learn_terms({w: vocab.setdefault(w, len(vocab)) for w in words})
+    sets: dict[str, set[str]] = {}
     for i in range(300):
-        terms = rng.sample(words, 10)
-        bases.append(set(terms))
-        counts = Counter(vocab.setdefault(t, len(vocab)) for t in terms)
-        index.upsert(IndexDoc(f"m{i}", "memory", None, "p", None, 0.0, 10, encode_terms(counts.items())))
-    probe = set(rng.sample(sorted(bases[17]), 9)) | {"word199"}
-    known = frozenset(vocab[t] for t in probe if t in vocab)
-    found = index.similar_candidates("p", known, 0.7, SearchFilter(kinds=frozenset({"memory"})))
-    truly_similar = {f"m{i}" for i, b in enumerate(bases) if len(b & probe) / len(b | probe) > 0.7}
-    assert truly_similar
-    assert truly_similar <= found
+        terms = rng.sample(words[:40], rng.randint(3, 12)) + rng.sample(words, rng.randint(0, 4))
+        counts = Counter(vocab[t] for t in terms)
+        kind = "memory" if i % 7 else "observation"
+        index.upsert(IndexDoc(f"m{i}", kind, None, "p", None, 0.0, len(terms), encode_terms(counts.items())))
+        if kind == "memory":
+            sets[f"m{i}"] = {t for t in terms if not t.startswith(dates.PREFIX)}  # dates say when, not what
+    for gone in rng.sample(sorted(sets), 20):
+        index.remove(gone)
+        del sets[gone]
+    return index, sets, vocab
+
+
+def _brute(sets: dict[str, set[str]], probe: set[str], min_share: float) -> dict[str, float]:
+    shares = {k: len(s & probe) / len(s | probe) for k, s in sets.items() if s and probe}
+    return {k: v for k, v in shares.items() if v >= min_share}
+
+
+@pytest.mark.parametrize("seed", range(4))
+@pytest.mark.parametrize("min_share", [0.3, 0.5, 0.7])
+def test_similar_finds_exactly_the_near_duplicates(seed: int, min_share: float) -> None:
+    index, sets, vocab = _near_duplicates(seed)
+    memories = SearchFilter(kinds=frozenset({"memory"}))
+    every = index.term_sets("p", memories)
+    assert sorted(every.keys) == sorted(sets)
+    rng = random.Random(seed + 100)
+    checked = 0
+    for name in rng.sample(sorted(sets), 25):
+        probe = set(rng.sample(sorted(sets[name]), max(1, len(sets[name]) - 1))) | {"unheard"}
+        expected = _brute(sets, probe, min_share)
+        known = frozenset(vocab[t] for t in probe if t in vocab)
+        assert index.similar("p", known, min_share, memories, unknown=1) == expected
+        assert every.similar(known, min_share, unknown=1) == expected
+        checked += bool(expected)
+    assert checked >= 5  # the probes did find near-duplicates, so the comparison had something to compare
+
+
+def test_term_sets_of_an_empty_project_find_nothing() -> None:
+    index = SearchIndex(Analyzer(), BM25Params())
+    every = index.term_sets("nowhere", SearchFilter(kinds=frozenset({"memory"})))
+    assert len(every) == 0
+    assert every.similar([1, 2, 3], 0.1) == {}
 
 
 class TestAnalyzer:

@@ -177,6 +177,15 @@ class MemoryRepository(Repository):
         )
         return [_memory(r) for r in rows]
 
+    async def latest_updated_between(self, project: str, start: str | None, end: str | None) -> list[Memory]:
+        """Latest memory versions last updated within [start, end] (either end open), oldest first."""
+        rows = await self.conn.fetchall(
+            f"SELECT {_COLUMNS} FROM memories WHERE project = ? AND is_latest = 1 "
+            "AND updated_at >= ? AND updated_at <= ? ORDER BY updated_at, id",
+            (project, start or "", end or "9999"),
+        )
+        return [_memory(r) for r in rows]
+
     async def merge_chains(self, older: Memory, newer: Memory, older_versions: int, at: str) -> None:
         """Put the newer memory's chain after the older one's: one chain, the newer memory latest.
 

@@ -25,6 +25,7 @@ from mcp_memory.search.docstore import Columns, DocAttrs, Filter
 from mcp_memory.search.partition import Partition
 from mcp_memory.search.postings import encode_terms
 from mcp_memory.search.ranking import RankParams
+from mcp_memory.search.termsets import TermSets
 
 
 def digest_code(digest: str) -> int:
@@ -287,19 +288,26 @@ class SearchIndex:
         terms = None if project is None else self._partitions[project].terms_of(doc_id)
         return frozenset() if terms is None else frozenset(terms.tolist()) - self._date_terms
 
-    def similar_candidates(self, project: str, terms: frozenset[int], min_share: float, flt: SearchFilter) -> set[str]:
-        """Documents that could reach Jaccard > `min_share` with `terms` (prefix filtering).
-
-        A document above the threshold must contain more than `min_share` of the terms, so it
-        must contain at least one of the rarest `len(terms) - floor(min_share * len(terms))`.
-        """
+    def similar(
+        self, project: str, terms: frozenset[int], min_share: float, flt: SearchFilter, unknown: int = 0
+    ) -> dict[str, float]:
+        """Documents whose term sets (date tokens left out, as in `terms_of`) reach Jaccard
+        >= `min_share` with `terms`, each with that Jaccard; `unknown` counts probe words that no
+        document holds (they widen the union only)."""
         partition = self._partitions.get(project)
         low = self._low_filter(flt)
         if partition is None or low is None or not terms:
-            return set()
-        ordered = sorted(terms, key=lambda t: (partition.df.get(t, 0), t))
-        prefix = ordered[: len(ordered) - int(min_share * len(ordered))]
-        return set(partition.containing_any(prefix, low))
+            return {}
+        return partition.similar(terms, min_share, low, unknown, self._date_terms)
+
+    def term_sets(self, project: str, flt: SearchFilter) -> TermSets:
+        """The term sets (date tokens left out) of every document of `project` passing `flt`, for a
+        pass that looks for near-duplicates among them all."""
+        partition = self._partitions.get(project)
+        low = self._low_filter(flt)
+        if partition is None or low is None:
+            return TermSets([])
+        return partition.term_sets(low, self._date_terms)
 
     # -- statistics -------------------------------------------------------------------------------
 

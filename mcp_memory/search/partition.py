@@ -7,7 +7,9 @@ corpus following the positive ones; given a query vector, it is fused with the c
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
+from collections.abc import Set as AbstractSet
 
 import numpy as np
 import numpy.typing as npt
@@ -23,6 +25,7 @@ from mcp_memory.search.ranking import (
     rerank_pool,
     with_context,
 )
+from mcp_memory.search.termsets import TermSets
 
 FUSION_DEPTH = 100
 """How deep each ranking goes into a fusion: far enough that a record ranked low by one method
@@ -35,6 +38,33 @@ class Partition(BM25Model):
     def __init__(self, params: BM25Params, rank: RankParams | None = None) -> None:
         super().__init__(params)
         self.rank = rank or RankParams()
+
+    def similar(
+        self, terms: frozenset[int], min_share: float, flt: Filter, unknown: int, leave_out: AbstractSet[int]
+    ) -> dict[str, float]:
+        """Documents passing `flt` whose term sets, less `leave_out`, reach Jaccard >= `min_share`
+        with `terms` (plus `unknown` terms none holds), each with that Jaccard.
+
+        Prefix filtering finds the candidates: a document at the threshold shares at least
+        `need = ceil(min_share * (len(terms) + unknown))` terms, so it holds at least one of the
+        rarest `len(terms) - need + 1`.
+        """
+        ordered = sorted(terms, key=lambda t: (self.df.get(t, 0), t))
+        need = math.ceil(min_share * (len(ordered) + unknown) - 1e-9)  # 0.3 * 10 is 3.0000000000000004
+        found: dict[str, float] = {}
+        for key in self.containing_any(ordered[: max(0, len(ordered) - need + 1)], flt):
+            held = self.terms_of(key)
+            other = frozenset(() if held is None else held.tolist()) - leave_out
+            shared = len(terms & other)
+            share = shared / (len(terms) + unknown + len(other) - shared)
+            if share >= min_share:
+                found[key] = share
+        return found
+
+    def term_sets(self, flt: Filter, leave_out: AbstractSet[int]) -> TermSets:
+        """The term sets, less `leave_out`, of every live document passing `flt`."""
+        members = [(key, terms) for key in self.filtered_keys(flt) if (terms := self.terms_of(key)) is not None]
+        return TermSets(members, leave_out)
 
     def search(
         self,

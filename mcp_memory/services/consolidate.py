@@ -123,20 +123,18 @@ class ConsolidateService(Service):
         merged: set[str] = set()
         changes = []
         index = self.deps.index
+        # merged memories stay in this snapshot of the term sets: `merged` and `by_id` skip them
+        every = index.term_sets(project, SearchFilter(kinds=frozenset({"memory"})))
         for position, memory in enumerate(latest):
             if position % 100 == 99:
                 await anyio.lowlevel.checkpoint()  # a long pass must not starve other requests of the event loop
             if memory.id in merged:
                 continue
-            terms = index.terms_of(memory.id)
-            candidates = index.similar_candidates(
-                project, terms, SUPERSEDE_THRESHOLD, SearchFilter(kinds=frozenset({"memory"}))
-            )
-            for other_id in sorted(candidates - {memory.id} - merged):
+            similar = every.similar(index.terms_of(memory.id), SUPERSEDE_THRESHOLD)
+            for other_id, overlap in sorted(similar.items()):
                 other = by_id.get(other_id)
-                if other is None or other.root_id == memory.root_id:
+                if other is None or other.root_id == memory.root_id or other_id in merged:
                     continue
-                overlap = jaccard(terms, index.terms_of(other_id))
                 if overlap <= SUPERSEDE_THRESHOLD:
                     continue
                 older, newer = sorted((memory, other), key=lambda m: (m.created_at, m.id))

@@ -165,11 +165,11 @@ class MemoryService(Service):
         """The live memory whose term set overlaps `text`'s above the supersede threshold, if any."""
         terms = set(self.deps.index.analyzer.terms(text))
         known = frozenset(i for t in terms if (i := self.deps.index.vocab.get(t)) is not None)
-        candidates = self.deps.index.similar_candidates(
-            project, known, SUPERSEDE_THRESHOLD, SearchFilter(kinds=frozenset({"memory"}))
+        found = self.deps.index.similar(
+            project, known, SUPERSEDE_THRESHOLD, SearchFilter(kinds=frozenset({"memory"})), len(terms) - len(known)
         )
-        scored = sorted(((self._jaccard(terms, c), c) for c in candidates), key=lambda s: (-s[0], s[1]))
-        return (scored[0][1], scored[0][0]) if scored and scored[0][0] > SUPERSEDE_THRESHOLD else None
+        best = min(found.items(), key=lambda s: (-s[1], s[0]), default=None)
+        return best if best is not None and best[1] > SUPERSEDE_THRESHOLD else None
 
     def _jaccard(self, terms: set[str], other_id: str) -> float:
         other = self.deps.index.terms_of(other_id)

@@ -20,6 +20,8 @@ from collections import Counter, defaultdict
 from collections.abc import Sequence
 from datetime import timedelta
 
+import anyio.lowlevel
+
 from mcp_memory.clock import to_iso
 from mcp_memory.db import Conn, Tx
 from mcp_memory.ids import new_id
@@ -41,6 +43,8 @@ from mcp_memory.services.fixes import fixes_of
 from mcp_memory.services.lesson_identity import find_twin
 from mcp_memory.services.lessons import LessonService
 from mcp_memory.services.relations import relation_view
+
+_ID_CHUNK = 500  # ids per statement (SQLite caps the parameters of one)
 
 REFLECT_DAYS = 7
 """Window of a reflection given neither a session nor times."""
@@ -151,12 +155,10 @@ class ReflectService(Service):
         else:
             found, _ = await observations.page(project, since=start, until=end, limit=5_000, newest_first=False)
             outcomes = await OutcomeRepository(conn).between(project, start, end)
-        memories = await MemoryRepository(conn).latest_in_project(project)
+        memories = MemoryRepository(conn)
         if session_id is not None:
-            memories = [m for m in memories if m.session_id == session_id]
-        else:
-            memories = [m for m in memories if (start or "") <= m.updated_at <= (end or "9999")]
-        return found, outcomes, memories
+            return found, outcomes, await memories.latest_in_sessions([session_id], project)
+        return found, outcomes, await memories.latest_updated_between(project, start, end)
 
     async def _recurring_errors(
         self, tx: Tx, project: str, observations: Sequence[Observation]
@@ -259,38 +261,46 @@ class ReflectService(Service):
     async def _contradictions(self, tx: Tx, project: str, memories: Sequence[Memory]) -> tuple[list[RelationView], int]:
         """The pairs newly flagged, and how many pairs the evidence shows in all (flagged before included)."""
         index = self.deps.index
-        repo = RelationRepository(tx)
-        latest = {m.id: m for m in await MemoryRepository(tx).latest_in_project(project)}
-        found = []
-        pairs: set[tuple[str, str]] = set()
-        for memory in memories:
-            terms = index.terms_of(memory.id)
-            candidates = index.similar_candidates(project, terms, 0.3, SearchFilter(kinds=frozenset({"memory"})))
-            for other_id in sorted(candidates - {memory.id}):
-                other = latest.get(other_id)
-                overlap = jaccard(terms, index.terms_of(other_id))
-                if other is None or not 0.3 <= overlap <= 0.85 or not _conflict(memory.content, other.content):
-                    continue
-                source, target = sorted((memory.id, other_id))
-                pairs.add((source, target))
-                if await repo.get(source, target, "contradicts", project) is not None:
-                    continue
-                now = self.now_iso()
-                relation = Relation(
-                    id=new_id("relation"),
-                    project=project,
-                    source_id=source,
-                    target_id=target,
-                    type="contradicts",
-                    weight=round(overlap, 4),
-                    note="flagged by memory_reflect: same topic, one negates or changes the other",
-                    created_at=now,
-                    updated_at=now,
-                )
-                await repo.upsert(relation)
-                tx.changed("relation", relation.id, "create")
-                found.append(relation_view(relation))
-        return found, len(pairs)
+        close: dict[tuple[str, str], float] = {}  # pairs on one topic (first seen first), by their overlap
+        every = index.term_sets(project, SearchFilter(kinds=frozenset({"memory"}))) if memories else None
+        for position, memory in enumerate(memories):
+            if position % 100 == 99:
+                await anyio.lowlevel.checkpoint()  # a long pass must not starve other requests of the event loop
+            similar = every.similar(index.terms_of(memory.id), 0.3) if every is not None else {}
+            for other_id, overlap in sorted(similar.items()):
+                if other_id != memory.id and overlap <= 0.85:
+                    close.setdefault((min(memory.id, other_id), max(memory.id, other_id)), overlap)
+        repo, latest = MemoryRepository(tx), dict[str, Memory]()
+        ids = sorted({i for pair in close for i in pair})
+        for start in range(0, len(ids), _ID_CHUNK):
+            latest.update(
+                (m.id, m) for m in await repo.get_many(ids[start : start + _ID_CHUNK], project) if m.is_latest
+            )
+        relations = RelationRepository(tx)
+        found, pairs = [], 0
+        for (source, target), overlap in close.items():
+            first, second = latest.get(source), latest.get(target)
+            if first is None or second is None or not _conflict(first.content, second.content):
+                continue
+            pairs += 1
+            if await relations.get(source, target, "contradicts", project) is not None:
+                continue
+            now = self.now_iso()
+            relation = Relation(
+                id=new_id("relation"),
+                project=project,
+                source_id=source,
+                target_id=target,
+                type="contradicts",
+                weight=round(overlap, 4),
+                note="flagged by memory_reflect: same topic, one negates or changes the other",
+                created_at=now,
+                updated_at=now,
+            )
+            await relations.upsert(relation)
+            tx.changed("relation", relation.id, "create")
+            found.append(relation_view(relation))
+        return found, pairs
 
     async def _model_rules(self, tx: Tx, project: str, text: str, evidence: list[str]) -> list[tuple[Lesson, bool]]:
         scrub = self.scrubber()
