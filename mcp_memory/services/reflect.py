@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import json
 import re
-from collections import Counter, defaultdict
 from collections.abc import Sequence
 from datetime import timedelta
 
@@ -37,11 +36,17 @@ from mcp_memory.repositories.outcomes import OutcomeRepository
 from mcp_memory.repositories.relations import RelationRepository
 from mcp_memory.repositories.sessions import SessionRepository
 from mcp_memory.search.index import SearchFilter
-from mcp_memory.services.common import Deps, Service, jaccard, time_window
-from mcp_memory.services.compress import counted, shorten
-from mcp_memory.services.fixes import fixes_of
+from mcp_memory.services.common import Deps, Service, time_window
+from mcp_memory.services.compress import shorten
 from mcp_memory.services.lesson_identity import find_twin
 from mcp_memory.services.lessons import LessonService
+from mcp_memory.services.reflect_findings import (
+    Finding,
+    conflict,
+    insights_of,
+    recurring_errors,
+    recurring_sequences,
+)
 from mcp_memory.services.relations import relation_view
 
 _ID_CHUNK = 500  # ids per statement (SQLite caps the parameters of one)
@@ -55,12 +60,6 @@ time: one per line, each a short imperative sentence, only rules the record supp
 
 {record}"""
 
-_NEGATION = re.compile(
-    r"\b(not|no|never|don't|dont|doesn't|doesnt|isn't|isnt|aren't|arent|won't|wont|can't|cant|cannot|"
-    r"without|disabled?|avoid|stop(?:ped)?|none)\b",
-    re.IGNORECASE,
-)
-_NUMBER = re.compile(r"\b\d+(?:\.\d+)?\b")
 _BULLET = re.compile(r"^\s*(?:[-*•]|\d+[.)])\s*")
 
 
@@ -83,18 +82,29 @@ class ReflectService(Service):
         """Reflect on one session, or on a time window (default: the last week)."""
         start, end = self._window(session_id, since, until)
         proposed: list[LessonView] = []
+        # The evidence is read and analysed before the write transaction, so other writers wait only
+        # for what it learns; learning is idempotent, so a record written in between is simply next time's.
+        async with self.db.read() as conn:
+            observations, outcomes, memories = await self._evidence(conn, project, session_id, start, end)
+        errors = recurring_errors(observations, self.deps.index.analyzer, self.settings)
+        sequences = recurring_sequences(outcomes, self.settings)
+        close = await self._close_pairs(project, memories)
         async with self.db.transaction("memory_reflect", project=project) as tx:
-            observations, outcomes, memories = await self._evidence(tx, project, session_id, start, end)
-            anti_found = await self._recurring_errors(tx, project, observations)
-            heuristics_found = await self._recurring_sequences(tx, project, outcomes)
-            contradictions, conflicting = await self._contradictions(tx, project, memories)
+            anti_found = [await self._learn_finding(tx, project, f) for f in errors]
+            heuristics_found = []
+            for finding in sequences:
+                if finding.retire:
+                    await self._retire_sequence(tx, project, finding)
+                else:
+                    heuristics_found.append(await self._learn_finding(tx, project, finding))
+            contradictions, conflicting = await self._contradictions(tx, project, close)
             source: SummarySource = "extractive"
             if model_rules:
                 evidence = [o.id for o in observations] + [o.id for o in outcomes]
                 proposed = self._learned(await self._model_rules(tx, project, model_rules, evidence))
                 if proposed:  # a reply with no usable rule taught nothing: the result is the rule-based one
                     source = "sampling"
-            insights = _insights(observations, outcomes, len(anti_found), len(heuristics_found), conflicting)
+            insights = insights_of(observations, outcomes, len(anti_found), len(heuristics_found), conflicting)
             if session_id is None and (observations or outcomes or memories):
                 await self._keep_on_profile(tx, project, insights)
         return ReflectResult(
@@ -160,106 +170,15 @@ class ReflectService(Service):
             return found, outcomes, await memories.latest_in_sessions([session_id], project)
         return found, outcomes, await memories.latest_updated_between(project, start, end)
 
-    async def _recurring_errors(
-        self, tx: Tx, project: str, observations: Sequence[Observation]
-    ) -> list[tuple[Lesson, bool]]:
-        errors = [o for o in observations if o.type == "error"]
-        clusters: list[list[Observation]] = []
-        words = {o.id: frozenset(self.deps.index.analyzer.terms(f"{o.title} {' '.join(o.facts)}")) for o in errors}
-        for error in errors:
-            home = next(
-                (c for c in clusters if jaccard(words[c[0].id], words[error.id]) >= self.settings.similarity), None
-            )
-            if home is None:
-                clusters.append([error])
-            else:
-                home.append(error)
-        learned = []
-        for cluster in clusters:
-            if len(cluster) < self.settings.anti_pattern_min_failures:
-                continue
-            head = cluster[0]
-            fix = self._first_fix(cluster, observations)
-            context = f"Seen {len(cluster)} times."
-            if fix is not None:
-                context += f" Fixed by: {shorten(fix.title, 160)}"
-            learned.append(
-                await self._learn_once(
-                    tx,
-                    project,
-                    f"Recurring error: {shorten(head.title, 200)}",
-                    kind="anti_pattern",
-                    context=context,
-                    evidence=[o.id for o in cluster],
-                    confidence=min(0.95, 0.5 + 0.1 * (len(cluster) - 1)),
-                )
-            )
-        return learned
-
-    def _first_fix(self, errors: Sequence[Observation], observations: Sequence[Observation]) -> Observation | None:
-        """What fixed the earliest of `errors` that has a fix in its own session, as a summary pairs them."""
-        for error in errors:
-            session = sorted((o for o in observations if o.session_id == error.session_id), key=lambda o: o.seq)
-            if fix := fixes_of(self.deps.index.analyzer, [error], session).get(error.id):
-                return fix
-        return None
-
-    async def _recurring_sequences(
-        self, tx: Tx, project: str, outcomes: Sequence[Outcome]
-    ) -> list[tuple[Lesson, bool]]:
-        """Heuristics from step sequences that recur in successes and mostly succeed where they are used.
-
-        Failures that went through the same steps count against a sequence, so a strategy that mostly
-        fails is never recommended (nor both recommended and, by an anti-pattern, avoided); a
-        sequence learned before that no longer holds is retired.
-        """
-        by_type: dict[str, list[Outcome]] = defaultdict(list)
-        for outcome in outcomes:
-            if len(outcome.steps) >= 2:
-                by_type[outcome.task_type].append(outcome)
-        learned = []
-        for task_type, tried in by_type.items():
-            wins: Counter[tuple[str, ...]] = Counter()
-            uses: Counter[tuple[str, ...]] = Counter()
-            owners: dict[tuple[str, ...], list[str]] = defaultdict(list)
-            for outcome in tried:
-                steps = [" ".join(s.casefold().split()) for s in outcome.steps]
-                for gram in {tuple(steps[i : i + n]) for n in (2, 3) for i in range(len(steps) - n + 1)}:
-                    uses[gram] += 1
-                    owners[gram].append(outcome.id)
-                    wins[gram] += bool(outcome.success)
-            common = [g for g, n in wins.items() if n >= 2]
-            if not common:
-                continue
-            best = max(common, key=lambda g: (wins[g], len(g), g))
-            share = wins[best] / uses[best]
-            content = f"For {task_type} tasks: " + " -> ".join(best)
-            if share <= self.settings.heuristic_min_success:
-                await self._retire_sequence(tx, project, content, task_type, share)
-                continue
-            learned.append(
-                await self._learn_once(
-                    tx,
-                    project,
-                    content,
-                    kind="heuristic",
-                    task_type=task_type,
-                    context=f"These steps succeeded in {wins[best]} of the {uses[best]} outcomes that took them.",
-                    evidence=owners[best],
-                    confidence=share,
-                    share=share,
-                )
-            )
-        return learned
-
-    async def _retire_sequence(self, tx: Tx, project: str, content: str, task_type: str, share: float) -> None:
+    async def _retire_sequence(self, tx: Tx, project: str, finding: Finding) -> None:
         """Soft-delete a heuristic learned from these steps, now that they mostly fail."""
-        existing = await find_twin(tx, project, content, "heuristic", task_type)
-        if existing is not None and existing.deleted_at is None:
+        existing = await find_twin(tx, project, finding.content, "heuristic", finding.task_type)
+        if existing is not None and existing.deleted_at is None and finding.share is not None:
+            share = finding.share
             await self.lessons.retire(tx, existing, confidence=share, source={"share": round(share, 4)})
 
-    async def _contradictions(self, tx: Tx, project: str, memories: Sequence[Memory]) -> tuple[list[RelationView], int]:
-        """The pairs newly flagged, and how many pairs the evidence shows in all (flagged before included)."""
+    async def _close_pairs(self, project: str, memories: Sequence[Memory]) -> dict[tuple[str, str], float]:
+        """Pairs of latest memories on one topic, one of them among `memories`, by their word overlap."""
         index = self.deps.index
         close: dict[tuple[str, str], float] = {}  # pairs on one topic (first seen first), by their overlap
         every = index.term_sets(project, SearchFilter(kinds=frozenset({"memory"}))) if memories else None
@@ -270,6 +189,13 @@ class ReflectService(Service):
             for other_id, overlap in sorted(similar.items()):
                 if other_id != memory.id and overlap <= 0.85:
                     close.setdefault((min(memory.id, other_id), max(memory.id, other_id)), overlap)
+        return close
+
+    async def _contradictions(
+        self, tx: Tx, project: str, close: dict[tuple[str, str], float]
+    ) -> tuple[list[RelationView], int]:
+        """The pairs newly flagged, and how many pairs the evidence shows in all (flagged before included);
+        each pair as it stands now: both still latest, one negating or changing the other."""
         repo, latest = MemoryRepository(tx), dict[str, Memory]()
         ids = sorted({i for pair in close for i in pair})
         for start in range(0, len(ids), _ID_CHUNK):
@@ -280,7 +206,7 @@ class ReflectService(Service):
         found, pairs = [], 0
         for (source, target), overlap in close.items():
             first, second = latest.get(source), latest.get(target)
-            if first is None or second is None or not _conflict(first.content, second.content):
+            if first is None or second is None or not conflict(first.content, second.content):
                 continue
             pairs += 1
             if await relations.get(source, target, "contradicts", project) is not None:
@@ -311,6 +237,19 @@ class ReflectService(Service):
             )
             for rule in [r for r in rules if len(r) >= 8 and says_something(r)][:5]
         ]
+
+    async def _learn_finding(self, tx: Tx, project: str, finding: Finding) -> tuple[Lesson, bool]:
+        return await self._learn_once(
+            tx,
+            project,
+            finding.content,
+            kind=finding.kind,
+            context=finding.context,
+            evidence=finding.evidence,
+            confidence=finding.confidence,
+            task_type=finding.task_type,
+            share=finding.share,
+        )
 
     async def _learn_once(
         self,
@@ -349,32 +288,3 @@ class ReflectService(Service):
             source=source,
         )
         return lesson, True
-
-
-def _conflict(first: str, second: str) -> bool:
-    """Whether two texts on one topic disagree: one negates, or their numbers differ."""
-    if bool(_NEGATION.search(first)) != bool(_NEGATION.search(second)):
-        return True
-    numbers_a, numbers_b = set(_NUMBER.findall(first)), set(_NUMBER.findall(second))
-    return bool(numbers_a and numbers_b and numbers_a != numbers_b)
-
-
-def _insights(
-    observations: Sequence[Observation], outcomes: Sequence[Outcome], anti: int, heuristics: int, contradictions: int
-) -> list[str]:
-    """Plain-language findings on the evidence: counts take in what it had already taught."""
-    found = [f"{counted(len(observations), 'observation')} and {counted(len(outcomes), 'outcome')} reviewed."]
-    if outcomes:
-        wins = sum(1 for o in outcomes if o.success)
-        found.append(f"{wins} of {len(outcomes)} outcomes succeeded.")
-    errors = Counter(o.type for o in observations)["error"]
-    if errors:
-        found.append(f"{errors} errors recorded; {anti} recurring ones became anti-patterns.")
-    if heuristics:
-        found.append(f"{heuristics} recurring successful step sequences became heuristics.")
-    if contradictions:
-        found.append(f"{contradictions} pairs of memories look contradictory; check them with memory_related.")
-    concepts = Counter(c for o in observations for c in o.concepts)
-    if concepts:
-        found.append("Most discussed: " + ", ".join(c for c, _ in concepts.most_common(5)) + ".")
-    return found
