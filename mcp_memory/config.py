@@ -76,7 +76,10 @@ class Settings(BaseModel):
         120, ge=1, description="A session with no observation for this long ends; the next starts a new one."
     )
     observation_cap: int = Field(
-        500, ge=10, description="Observations kept per session; older low-value ones fold into the summary."
+        500,
+        ge=10,
+        description="Observations kept per session; past it, the least valuable fold into the summary "
+        "(down to 2%% below it).",
     )
     bm25_k1: float = Field(1.2, gt=0, description="BM25 term-frequency saturation (chosen on the LoCoMo dev set).")
     bm25_b: float = Field(0.4, ge=0, le=1, description="BM25 length normalisation (chosen on the LoCoMo dev set).")

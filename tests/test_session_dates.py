@@ -148,3 +148,24 @@ async def test_another_server_and_a_restart_see_a_continued_session_re_dated(
         assert await sessions_found(two, **june) == ["open-chat"]
     async with Client(build_server(settings, clock)) as restarted:  # from the index cache one wrote
         assert await sessions_found(restarted, **june) == ["open-chat"]
+
+
+async def test_a_later_turn_the_same_day_moves_the_session_in_every_server(
+    settings: Settings, clock: FakeClock
+) -> None:
+    # Re-dated without analysing its text again (same words, same day): the time still moves in this
+    # server's index, in another's and in the stored form a restart reads.
+    evening = {"since": "2023-05-08T19:00:00Z", "until": "2023-05-09T00:00:00Z"}
+    async with Client(build_server(settings, clock)) as one, Client(build_server(settings, clock)) as two:
+        await import_may_chat(one)  # its last turn: 2023-05-08 09:31
+        assert await sessions_found(two, **evening) == []
+
+        later = {"session_id": SESSION, "occurred_at": "2023-05-08T20:00:00Z"}
+        await call(one, "memory_observe", content="Melanie: one more thing before bed", **later)
+
+        assert await sessions_found(one, **evening) == [SESSION]
+        assert await sessions_found(two, **evening) == [SESSION]
+        named = await call(two, "memory_recall", query="zanzibar layout on 8 May 2023")
+        assert [hit["id"] for hit in named["hits"] if hit["kind"] == "session"] == [SESSION]  # words and day kept
+    async with Client(build_server(settings, clock)) as restarted:
+        assert await sessions_found(restarted, **evening) == [SESSION]

@@ -373,6 +373,21 @@ async def test_the_session_cap_folds_the_lowest_importance_oldest_observations(
     assert [(h["id"], h["kind"]) for h in recalled["hits"]] == [(session_id, "session")]
 
 
+async def test_a_large_cap_folds_a_fiftieth_at_once(settings: Settings, clock: FakeClock) -> None:
+    # Past a cap of 100, the session folds down to 98: the digest is re-indexed once per three
+    # observations rather than on each, and the session never holds more than the cap.
+    capped = settings.model_copy(update={"observation_cap": 100})
+    async with Client(build_server(capped, clock)) as client:
+        folded = []
+        for n in range(107):
+            result = await call(client, "memory_observe", content=f"Note {n}: checked shelf {n}.", session_id="long")
+            folded.append(result["folded"])
+        session = (await sessions_by_id(client))["long"]
+    assert folded == [0] * 100 + [3, 0, 0, 3, 0, 0, 3]
+    assert session["observation_count"] == 98
+    assert session["folded_count"] == 9
+
+
 # -- recall -----------------------------------------------------------------------------------------
 
 

@@ -23,6 +23,7 @@ from mcp_memory.repositories.meta import MetaRepository
 from mcp_memory.repositories.observations import ObservationRepository
 from mcp_memory.repositories.search_docs import SearchDocRepository
 from mcp_memory.repositories.sessions import SessionRepository
+from mcp_memory.search.dates import local_day
 from mcp_memory.services.common import Deps, Service, check_session_id, idle_cutoff, moment, time_window
 from mcp_memory.services.compress import TYPE_IMPORTANCE, compress, shorten
 from mcp_memory.services.episodic_docs import digest_line, observation_doc, session_doc_of, session_docs
@@ -162,7 +163,15 @@ class EpisodicService(Service):
         """Move a searchable session's date to a turn later than its latest one (a folded session
         is re-dated as it folds): a summary stays findable in the weeks it was continued in."""
         stored = await SearchDocRepository(tx).get_many([session_id])
-        if stored and stored[0].at >= epoch(when):
+        at = epoch(when)
+        if stored and stored[0].at >= at:
+            return
+        zone = self.deps.index.zone
+        if stored and local_day(stored[0].at, zone) == local_day(at, zone):
+            # Same text, same day, so the same words and date tokens: only its time moves (a long
+            # session would otherwise analyse its whole digest again on every observation).
+            await self.deps.indexer.redate(tx, stored[0], at)
+            tx.changed("session", session_id, "redate")
             return
         spec = await session_doc_of(tx, await SessionRepository(tx).get(session_id, project))
         if spec is not None:
@@ -174,9 +183,13 @@ class EpisodicService(Service):
     ) -> list[str]:
         """Fold the least valuable observations into the session digest when over the cap; returns their ids."""
         observations = ObservationRepository(tx)
-        excess = kept - self.settings.observation_cap
-        if excess <= 0:
+        cap = self.settings.observation_cap
+        if kept <= cap:
             return []
+        # A fold re-indexes the session's digest, which costs as much for one observation as for
+        # ten: past the cap, a session folds down to a fiftieth below it, so a long session pays that
+        # once per dozen observations instead of on every one (a cap under 50 stays exact).
+        excess = kept - cap + cap // 50
         victims = await observations.least_valuable(session_id, excess, keep=[keep] if keep else [])
         ids = [v.id for v in victims]
         await observations.delete(ids)

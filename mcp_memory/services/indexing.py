@@ -3,21 +3,19 @@
 Every searchable record has one index document. The services describe it as a `DocSpec` (which
 text, weighted by field); this module turns that into terms, stores them in the same transaction as
 the record, and updates the in-memory index only once the transaction has committed. It also
-follows what other processes commit to the same database (sync). Building the index at start-up
+follows what other processes commit to the same database (services/index_sync.py). Building the index at start-up
 is services/index_build.py's.
 """
 
 from __future__ import annotations
 
-import json
 import logging
 import weakref
 from collections import Counter
 from collections.abc import Mapping, Sequence, Set
-from dataclasses import dataclass
 
 from mcp_memory.clock import epoch
-from mcp_memory.db import Conn, Database, Later, Tx
+from mcp_memory.db import Database, Later, Tx
 from mcp_memory.repositories.embeddings import EmbeddingRepository
 from mcp_memory.repositories.meta import MetaRepository
 from mcp_memory.repositories.search_docs import SearchDocRepository
@@ -26,6 +24,7 @@ from mcp_memory.search.index import IndexDoc, SearchIndex
 from mcp_memory.search.partition import Partition
 from mcp_memory.search.postings import decode_terms
 from mcp_memory.services.index_docs import DocLookup, DocSource, DocSpec, EmbedJob, VectorFeed, spec_terms, text_digest
+from mcp_memory.services.index_sync import Follower
 
 logger = logging.getLogger(__name__)
 
@@ -33,7 +32,6 @@ _REINDEX_BATCH = 500
 _NEW_TERMS = "indexer.new_terms"  # Tx notes: term -> id of terms this transaction stored or looked up
 _GONE_TERMS = "indexer.gone_terms"  # Tx notes: term -> id of terms this transaction deleted
 _LOGGED = "indexer.logged"  # Tx notes: how many entries of the transaction's _Pending log are current
-_SYNC_PAGE = 1_000
 
 
 class _Pending:
@@ -55,18 +53,7 @@ class _Pending:
         self.folded = 0
 
 
-@dataclass(frozen=True, slots=True)
-class _Changes:
-    """What other processes committed since the index last looked (read by sync, then applied)."""
-
-    ids: set[str]
-    last: int
-    vocab: dict[str, int]
-    docs: dict[str, IndexDoc]
-    vectors: Sequence[tuple[str, str, bytes]]
-
-
-class Indexer:
+class Indexer(Follower):
     """The only writer of the search index and of its stored form."""
 
     def __init__(self, index: SearchIndex) -> None:
@@ -182,6 +169,14 @@ class Indexer:
                     self.vectors.wanted(jobs)
 
         tx.on_commit(apply)
+
+    async def redate(self, tx: Tx, doc: IndexDoc, at: float) -> None:
+        """Move an indexed record to another time on the same local day, inside the caller's
+        transaction: its text and so its words and date tokens are unchanged, nothing is analysed."""
+        moved = doc._replace(at=at)
+        await SearchDocRepository(tx).put(moved, ANALYZER_VERSION)
+        self._log(tx, {moved.doc_id: moved.terms})
+        tx.on_commit(lambda: self.index.upsert_many([moved]))
 
     async def drop(self, tx: Tx, doc_ids: Sequence[str]) -> None:
         """Remove records from the index inside the caller's transaction, with every term of theirs
@@ -331,62 +326,6 @@ class Indexer:
         # Our own commit was applied through its callbacks; skip it in sync() if nothing came between.
         if tx.audit_seq is not None and tx.audit_seq == self._seen_seq + 1:
             self._seen_seq = tx.audit_seq
-
-    async def sync(self, db: Database) -> int:
-        """Apply what other processes wrote since we last looked; returns how many documents changed.
-
-        Every write lists the records it touched in the audit log, so this re-reads just those
-        records' stored terms instead of rebuilding the index.
-        """
-        while True:
-            seen = self._seen_seq
-            async with db.read() as conn:
-                changes = await self._read_changes(conn)
-            if changes is None:
-                return 0
-            # Applied only if no other catch-up applied newer commits meanwhile (ours may be older).
-            if self._seen_seq == seen:
-                return self._apply_changes(changes)
-
-    async def _read_changes(self, conn: Conn, head: Later | None = None) -> _Changes | None:
-        """The records other processes wrote since the audit row last seen (None: nothing new)."""
-        meta = MetaRepository(conn)
-        if await meta.last_audit_seq(head) <= self._seen_seq:
-            return None
-        ids: set[str] = set()
-        last = self._seen_seq
-        while True:
-            rows = await meta.audit_since(last, limit=_SYNC_PAGE)
-            for seq, _, changes in rows:
-                last = seq
-                ids.update(change["id"] for change in json.loads(changes))
-            if len(rows) < _SYNC_PAGE:
-                break
-        store = SearchDocRepository(conn)
-        # Not the largest id we know: our own new terms interleave with other processes' ones. A
-        # word deleted and stored again comes back under a new id, so it is among these too.
-        vocab = await store.vocabulary(after_id=self._vocab_mark)
-        docs = {doc.doc_id: doc for doc in await store.get_many(sorted(ids))}
-        vectors = (
-            [] if self.vectors is None else await EmbeddingRepository(conn).current(self.vectors.model, sorted(docs))
-        )
-        return _Changes(ids, last, vocab, docs, vectors)
-
-    def _apply_changes(self, changes: _Changes) -> int:
-        """Bring the index in line with what _read_changes found; returns how many records changed."""
-        self.index.learn_terms(changes.vocab)
-        self._vocab_mark = max(changes.vocab.values(), default=self._vocab_mark)
-        for doc_id in changes.ids - changes.docs.keys():
-            self.index.remove(doc_id)
-        self.index.upsert_many(changes.docs.values())
-        if self.vectors is not None:
-            self.index.load_vectors(changes.vectors)
-            lacking = [doc_id for doc_id in changes.docs if not self.index.has_vector(doc_id)]
-            if lacking:
-                self.vectors.lacking_elsewhere(lacking)
-        self._seen_seq = max(self._seen_seq, changes.last)
-        logger.debug("index synced with other writers: %d records", len(changes.ids))
-        return len(changes.ids)
 
     async def specs_of(self, db: Database, doc_ids: Sequence[str]) -> list[DocSpec]:
         """The DocSpecs of indexed records, by id, as their services describe them now."""
