@@ -150,6 +150,17 @@ operations = st.lists(
     ],
     query=[1],
 )
+# the same, where a plain sum's rounding gave the updated index and the rebuilt one opposite signs
+@example(
+    ops=[
+        ("add", 0, [0]),
+        ("add", 9, [0, 4, 7, 12, 14, 15]),
+        ("batch", 1, [1, 2, 3, 4, 5, 6, 9, 11]),
+        ("add", 0, [0, 1, 2, 3, 5, 6, 7, 8, 10, 13]),
+        ("remove", 1, []),
+    ],
+    query=[1],
+)
 def test_incremental_updates_equal_a_rebuild(ops: list[tuple[str, int, list[int]]], query: list[int]) -> None:
     live = Partition(BM25Params())
     docs: dict[str, list[int]] = {}

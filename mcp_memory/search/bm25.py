@@ -304,10 +304,13 @@ class BM25Model(DocStore):
 
     def _average_idf(self) -> float:
         # Every term's idf moves whenever N does; summing over the histogram of document
-        # frequencies (far fewer distinct values than terms) keeps this cheap.
+        # frequencies (far fewer distinct values than terms) keeps this cheap. fsum is exact, so
+        # the mean does not depend on the order the histogram was filled in: an index updated in
+        # place and one rebuilt from the same documents agree even when the idfs sum to about 0
+        # (where a plain sum's rounding could flip the sign of every negative term's floor).
         if self._avg_idf_at != self._version:
             n_terms = sum(self._df_hist.values())
-            total = sum(
+            total = math.fsum(
                 count * (math.log(self.n_docs - df + 0.5) - math.log(df + 0.5)) for df, count in self._df_hist.items()
             )
             self._avg_idf = total / n_terms if n_terms else 0.0
