@@ -130,3 +130,40 @@ async def test_a_note_deletes_only_in_its_own_project_and_names_the_kind_of_its_
     assert imported["forgotten"] == 0
     assert still["memory"]["content"] == "Beta's deploy key lives in the vault."
     assert "document.tables.forgotten[0].kind: must be the kind its id names ('memory')" in wrong_kind
+
+
+async def test_a_session_named_again_after_its_forget_is_a_new_record_everywhere(tmp_path: Path) -> None:
+    # A caller names its sessions, so a forgotten session's id can come back as a new session: the
+    # note of the old one must not delete the new one on the machine that imports it, nor on a
+    # machine that had the note already.
+    clock = FakeClock()
+    async with AsyncExitStack() as stack:
+        a, b = [
+            await stack.enter_async_context(Client(build_server(fresh_settings(tmp_path, name), clock)))
+            for name in ("a", "b")
+        ]
+        await call(a, "memory_observe", content="Drafted the launch plan with private numbers.", session_id="chat-1")
+        clock.advance(minutes=5)
+        await call(a, "memory_forget", ids=["chat-1"])
+        await call(b, "memory_import", document=await export_document(a))  # b holds the note now
+        clock.advance(minutes=5)
+        again = await call(a, "memory_observe", content="Started over: the launch checklist.", session_id="chat-1")
+        document = await export_document(a)
+
+        imported = await call(b, "memory_import", document=document)
+        listed = await call(b, "memory_observations", session_id="chat-1")
+        assert imported["forgotten"] == 0
+        assert [o["id"] for o in listed["observations"]] == [again["id"]]
+
+        # and the old copy still cannot bring the first session back (on a fresh machine either)
+        async with Client(build_server(fresh_settings(tmp_path, "c"), clock)) as c:
+            await call(c, "memory_import", document=document)
+            listed = await call(c, "memory_observations", session_id="chat-1")
+            assert [o["id"] for o in listed["observations"]] == [again["id"]]
+
+        # forgetting the new one too reaches b, whose copy of it is older than the second forget
+        clock.advance(minutes=5)
+        await call(a, "memory_forget", ids=["chat-1"])
+        imported = await call(b, "memory_import", document=await export_document(a))
+        assert imported["forgotten"] == 2  # the session and its observation
+        assert "chat-1" not in [s["id"] for s in (await call(b, "memory_sessions"))["sessions"]]

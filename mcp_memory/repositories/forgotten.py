@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections import defaultdict
 from collections.abc import Sequence
 
 from mcp_memory.repositories.base import Repository, placeholders
@@ -15,26 +16,38 @@ def _chunks(ids: Sequence[str]) -> list[Sequence[str]]:
 
 
 class ForgottenRepository(Repository):
-    """Forgotten records by id, with the project they were in and when they were first forgotten."""
+    """Forgotten records by id, with the project they were in and when they were (last) forgotten."""
 
     async def remember(self, kind: str, ids: Sequence[str], at: str) -> None:
         """Note records of one kind as forgotten, read from their table for their project, before they
-        are deleted; a record forgotten before keeps its first time (so copies agree on it)."""
+        are deleted; a record forgotten again (a session named again after its forget) moves the
+        note to the later time, as an import of the other note would."""
         for chunk in _chunks(ids):
             await self.conn.execute(
                 f"INSERT INTO forgotten (id, project, kind, forgotten_at) SELECT id, project, ?, ? "
-                f"FROM {table_of(chunk[0])} WHERE id IN ({placeholders(len(chunk))}) ON CONFLICT (id) DO NOTHING",
+                f"FROM {table_of(chunk[0])} WHERE id IN ({placeholders(len(chunk))}) ON CONFLICT (id) DO UPDATE "
+                "SET project = excluded.project, forgotten_at = excluded.forgotten_at "
+                "WHERE excluded.forgotten_at > forgotten.forgotten_at",
                 (kind, at, *chunk),
             )
 
-    async def among(self, ids: Sequence[str]) -> dict[str, str]:
-        """id -> project of the forgotten records among `ids`."""
+    async def still_stored(self, ids: Sequence[str]) -> dict[str, str]:
+        """id -> project of the stored records among `ids` that a note says were forgotten: in the
+        project it names, and made no later than the forget. A record made after it under the same
+        id (a caller names its sessions) is another record, which the note does not cover."""
+        by_table: dict[str, list[str]] = defaultdict(list)
+        for record_id in ids:
+            by_table[table_of(record_id)].append(record_id)
         found: dict[str, str] = {}
-        for chunk in _chunks(ids):
-            rows = await self.conn.fetchall(
-                f"SELECT id, project FROM forgotten WHERE id IN ({placeholders(len(chunk))})", tuple(chunk)
-            )
-            found.update((str(r[0]), str(r[1])) for r in rows)
+        for table, table_ids in sorted(by_table.items()):
+            for chunk in _chunks(table_ids):
+                rows = await self.conn.fetchall(
+                    f"SELECT t.id, t.project FROM {table} t JOIN forgotten f ON f.id = t.id "
+                    f"WHERE t.id IN ({placeholders(len(chunk))}) AND t.project = f.project "
+                    "AND t.created_at <= f.forgotten_at",
+                    tuple(chunk),
+                )
+                found.update((str(r[0]), str(r[1])) for r in rows)
         return found
 
     async def unforget(self, ids: Sequence[str]) -> int:

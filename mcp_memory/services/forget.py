@@ -154,20 +154,18 @@ class ForgetService(Service):
 
     async def forget_again(self, ids: Sequence[str]) -> int:
         """Delete the stored records among `ids` that were forgotten (here, or on the copy an import
-        came from), each in the project it was forgotten in; returns how many records went."""
+        came from), each in the project it was forgotten in (a note never deletes another project's
+        record, nor one made after the forget under the same id); returns how many records went."""
         gone = 0
         async with self.db.transaction(FORGET_ACTION) as tx:
             by_project: dict[str, list[str]] = defaultdict(list)
-            for record_id, project in (await ForgottenRepository(tx).among(ids)).items():
+            for record_id, project in (await ForgottenRepository(tx).still_stored(ids)).items():
                 by_project[project].append(record_id)
-            for project, noted in sorted(by_project.items()):
-                # only where it was forgotten: a note can never delete another project's record
-                stored = await RecordNames(tx).describe(noted, [project])
-                if stored:
-                    result = await self.forget(
-                        project, ids=sorted(stored), kind=None, session_id=None, since=None, until=None, dry_run=False
-                    )
-                    gone += result.total
+            for project, stored in sorted(by_project.items()):
+                result = await self.forget(
+                    project, ids=sorted(stored), kind=None, session_id=None, since=None, until=None, dry_run=False
+                )
+                gone += result.total
         return gone
 
     async def _thin_sessions(
