@@ -45,9 +45,9 @@ def recurring_errors(observations: Sequence[Observation], analyzer: Analyzer, se
     clusters: list[list[Observation]] = []
     words = {o.id: frozenset(analyzer.terms(f"{o.title} {' '.join(o.facts)}")) for o in errors}
     # Each error joins the first cluster whose first error's words overlap its own by the threshold
-    # (Jaccard, as `jaccard` computes it). The words each shares with every cluster's first error are
-    # counted through an inverted list of those words: only clusters sharing a word can reach a
-    # threshold above 0, and counting is far cheaper than comparing sets with every cluster.
+    # (Jaccard, as services/common.jaccard computes it). The words it shares with each cluster's
+    # first error are counted through an inverted list of those words: only clusters sharing a word
+    # can reach a threshold above 0, and counting is far cheaper than comparing every cluster's set.
     heads_by_word: dict[str, list[int]] = defaultdict(list)
     for error in errors:
         mine = words[error.id]
