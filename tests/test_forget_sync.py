@@ -145,6 +145,7 @@ async def test_a_session_named_again_after_its_forget_is_a_new_record_everywhere
         await call(a, "memory_observe", content="Drafted the launch plan with private numbers.", session_id="chat-1")
         clock.advance(minutes=5)
         await call(a, "memory_forget", ids=["chat-1"])
+        assert (await call(a, "memory_diagnose"))["counts"]["forgotten"] == 2  # the session and its observation
         await call(b, "memory_import", document=await export_document(a))  # b holds the note now
         clock.advance(minutes=5)
         again = await call(a, "memory_observe", content="Started over: the launch checklist.", session_id="chat-1")

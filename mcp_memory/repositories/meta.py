@@ -22,6 +22,7 @@ COUNTED_TABLES = (
     "actions",
     "action_dependencies",
     "relations",
+    "forgotten",
     "audit_log",
     "search_docs",
     "search_terms",
