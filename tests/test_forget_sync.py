@@ -18,6 +18,13 @@ from tests.test_tools_operations import export_document, fresh_settings
 ADDRESS = "The user's home address is 12 Elm Street, Springfield."
 
 
+async def _machines(stack: AsyncExitStack, tmp_path: Path, clock: FakeClock, *names: str) -> list[Client]:
+    """A connected server per name, each on its own database, open until `stack` closes."""
+    return [
+        await stack.enter_async_context(Client(build_server(fresh_settings(tmp_path, name), clock))) for name in names
+    ]
+
+
 async def _history(client: Client, clock: FakeClock) -> dict[str, Any]:
     """Two sessions, a memory chain related to an observation, a lesson and a slot."""
     made: dict[str, Any] = {}
@@ -48,10 +55,7 @@ async def _forget_on(client: Client, made: dict[str, Any]) -> dict[str, Any]:
 async def test_a_forget_reaches_the_other_machine_and_its_copy_never_brings_it_back(tmp_path: Path) -> None:
     clock = FakeClock()
     async with AsyncExitStack() as stack:
-        a, b = [
-            await stack.enter_async_context(Client(build_server(fresh_settings(tmp_path, name), clock)))
-            for name in ("a", "b")
-        ]
+        a, b = await _machines(stack, tmp_path, clock, "a", "b")
         made = await _history(a, clock)
         await call(b, "memory_import", document=await export_document(a))
         from_b_before = await export_document(b)
@@ -138,10 +142,7 @@ async def test_a_session_named_again_after_its_forget_is_a_new_record_everywhere
     # machine that had the note already.
     clock = FakeClock()
     async with AsyncExitStack() as stack:
-        a, b = [
-            await stack.enter_async_context(Client(build_server(fresh_settings(tmp_path, name), clock)))
-            for name in ("a", "b")
-        ]
+        a, b = await _machines(stack, tmp_path, clock, "a", "b")
         await call(a, "memory_observe", content="Drafted the launch plan with private numbers.", session_id="chat-1")
         clock.advance(minutes=5)
         await call(a, "memory_forget", ids=["chat-1"])

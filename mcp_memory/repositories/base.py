@@ -3,10 +3,19 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 from mcp_memory.db import Conn, Row
+
+ID_CHUNK = 500
+"""Ids bound in one statement: SQLite caps the parameters of one."""
+
+
+def chunked(items: Sequence[Any], size: int = ID_CHUNK) -> Iterator[Sequence[Any]]:
+    """`items` in slices of at most `size`, for statements that bind one parameter per item."""
+    for start in range(0, len(items), size):
+        yield items[start : start + size]
 
 
 class Repository:

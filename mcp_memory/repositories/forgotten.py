@@ -5,14 +5,8 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Sequence
 
-from mcp_memory.repositories.base import Repository, placeholders
+from mcp_memory.repositories.base import Repository, chunked, placeholders
 from mcp_memory.repositories.relations import table_of
-
-_CHUNK = 500  # ids per statement (SQLite caps the parameters of one)
-
-
-def _chunks(ids: Sequence[str]) -> list[Sequence[str]]:
-    return [ids[i : i + _CHUNK] for i in range(0, len(ids), _CHUNK)]
 
 
 class ForgottenRepository(Repository):
@@ -22,7 +16,7 @@ class ForgottenRepository(Repository):
         """Note records of one kind as forgotten, read from their table for their project, before they
         are deleted; a record forgotten again (a session named again after its forget) moves the
         note to the later time, as an import of the other note would."""
-        for chunk in _chunks(ids):
+        for chunk in chunked(ids):
             await self.conn.execute(
                 f"INSERT INTO forgotten (id, project, kind, forgotten_at) SELECT id, project, ?, ? "
                 f"FROM {table_of(chunk[0])} WHERE id IN ({placeholders(len(chunk))}) ON CONFLICT (id) DO UPDATE "
@@ -40,7 +34,7 @@ class ForgottenRepository(Repository):
             by_table[table_of(record_id)].append(record_id)
         found: dict[str, str] = {}
         for table, table_ids in sorted(by_table.items()):
-            for chunk in _chunks(table_ids):
+            for chunk in chunked(table_ids):
                 rows = await self.conn.fetchall(
                     f"SELECT t.id, t.project FROM {table} t JOIN forgotten f ON f.id = t.id "
                     f"WHERE t.id IN ({placeholders(len(chunk))}) AND t.project = f.project "
@@ -53,7 +47,7 @@ class ForgottenRepository(Repository):
     async def unforget(self, ids: Sequence[str]) -> int:
         """Drop the notes of `ids` (records brought back on purpose); returns how many there were."""
         dropped = 0
-        for chunk in _chunks(ids):
+        for chunk in chunked(ids):
             rows = await self.conn.fetchall(
                 f"DELETE FROM forgotten WHERE id IN ({placeholders(len(chunk))}) RETURNING id", tuple(chunk)
             )

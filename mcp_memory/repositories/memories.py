@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from mcp_memory.db import Row
 from mcp_memory.errors import NotFoundError
 from mcp_memory.models.records import Memory
-from mcp_memory.repositories.base import Repository, dump_json, placeholders, row_dict
+from mcp_memory.repositories.base import Repository, chunked, dump_json, placeholders, row_dict
 
 _COLUMNS = (
     "id, project, agent_id, session_id, kind, title, content, concepts, files, importance, ref, "
@@ -63,13 +63,13 @@ class MemoryRepository(Repository):
         return found
 
     async def get_many(self, ids: Sequence[str], project: str) -> list[Memory]:
-        if not ids:
-            return []
-        rows = await self.conn.fetchall(
-            f"SELECT {_COLUMNS} FROM memories WHERE +project = ? AND id IN ({placeholders(len(ids))})",
-            (project, *ids),
-        )
-        by_id = {r["id"]: _memory(r) for r in rows}
+        by_id: dict[str, Memory] = {}
+        for chunk in chunked(ids):
+            rows = await self.conn.fetchall(
+                f"SELECT {_COLUMNS} FROM memories WHERE +project = ? AND id IN ({placeholders(len(chunk))})",
+                (project, *chunk),
+            )
+            by_id.update((r["id"], _memory(r)) for r in rows)
         return [by_id[i] for i in ids if i in by_id]
 
     async def chain(self, root_id: str, project: str) -> list[Memory]:

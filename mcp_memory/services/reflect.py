@@ -49,8 +49,6 @@ from mcp_memory.services.reflect_findings import (
 )
 from mcp_memory.services.relations import relation_view
 
-_ID_CHUNK = 500  # ids per statement (SQLite caps the parameters of one)
-
 REFLECT_DAYS = 7
 """Window of a reflection given neither a session nor times."""
 
@@ -196,12 +194,8 @@ class ReflectService(Service):
     ) -> tuple[list[RelationView], int]:
         """The pairs newly flagged, and how many pairs the evidence shows in all (flagged before included);
         each pair as it stands now: both still latest, one negating or changing the other."""
-        repo, latest = MemoryRepository(tx), dict[str, Memory]()
         ids = sorted({i for pair in close for i in pair})
-        for start in range(0, len(ids), _ID_CHUNK):
-            latest.update(
-                (m.id, m) for m in await repo.get_many(ids[start : start + _ID_CHUNK], project) if m.is_latest
-            )
+        latest = {m.id: m for m in await MemoryRepository(tx).get_many(ids, project) if m.is_latest}
         relations = RelationRepository(tx)
         found, pairs = [], 0
         for (source, target), overlap in close.items():
