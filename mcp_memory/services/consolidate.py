@@ -138,6 +138,11 @@ class ConsolidateService(Service):
                 if overlap <= SUPERSEDE_THRESHOLD:
                     continue
                 older, newer = sorted((memory, other), key=lambda m: (m.created_at, m.id))
+                # An earlier merge of this pass may have moved either chain under another root.
+                current = {m.id: m for m in await repo.get_many([older.id, newer.id], project)}
+                older, newer = current[older.id], current[newer.id]
+                if older.root_id == newer.root_id:
+                    continue
                 chain = await repo.chain(older.root_id, project)
                 await repo.merge_chains(older, newer, len(chain), self.now_iso())
                 await self.deps.indexer.drop(tx, [older.id])

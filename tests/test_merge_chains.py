@@ -1,0 +1,95 @@
+"""Consolidation merging several near-duplicates: every chain it leaves is one line with one latest version."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from mcp import Client
+
+from mcp_memory.config import Settings
+from mcp_memory.server import build_server
+from tests.conftest import FakeClock, call
+
+WORDS = [
+    "harbor",
+    "lantern",
+    "meadow",
+    "quartz",
+    "saddle",
+    "timber",
+    "velvet",
+    "walnut",
+    "anchor",
+    "bramble",
+    "cobalt",
+    "dune",
+    "ember",
+    "falcon",
+    "glacier",
+    "hollow",
+    "ivory",
+    "juniper",
+    "kestrel",
+    "lagoon",
+]
+
+
+def text(*skip: int) -> str:
+    """The twenty words but those at the positions `skip`, as one memory."""
+    return " ".join(word for n, word in enumerate(WORDS) if n not in skip) + "."
+
+
+async def import_memories(client: Client, contents: list[str]) -> list[str]:
+    """Save the first content, import the rest as separate chains each a minute newer; returns the ids."""
+    first = (await call(client, "memory_save", content=contents[0]))["id"]
+    document = (await call(client, "memory_export"))["document"]
+    template = next(row for row in document["tables"]["memories"] if row["id"] == first)
+    rows = []
+    for n, content in enumerate(contents[1:], start=1):
+        mem_id, at = f"mem_0dup{n:019d}", f"2026-01-05T09:{n:02d}:00.000000Z"
+        rows.append(
+            template | {"id": mem_id, "root_id": mem_id, "content": content, "created_at": at, "updated_at": at}
+        )
+    imported = await call(client, "memory_import", document=document | {"tables": {"memories": rows}})
+    assert imported["inserted"] == {"memories": len(rows)}
+    return [first, *(row["id"] for row in rows)]
+
+
+def line(versions: list[dict[str, Any]]) -> list[tuple[str, int, bool]]:
+    return [(v["id"], v["version"], v["is_latest"]) for v in versions]
+
+
+async def test_three_alike_memories_become_one_chain_of_three(settings: Settings, clock: FakeClock) -> None:
+    async with Client(build_server(settings, clock)) as client:
+        a, b, c = await import_memories(client, [text(), text(0), text(1)])
+        clock.advance(minutes=10)
+        report = await call(client, "memory_consolidate")
+        chains = [await call(client, "memory_get", id=mem_id) for mem_id in (a, b, c)]
+        again = await call(client, "memory_consolidate")
+        found = await call(client, "memory_smart_search", query="harbor lantern meadow")
+
+    assert [(ch["action"], ch["id"]) for ch in report["changes"]] == [("merged", a), ("merged", b)]
+    assert [ch["latest_id"] for ch in chains] == [c, c, c]
+    assert line(chains[0]["versions"]) == [(a, 1, False), (b, 2, False), (c, 3, True)]
+    assert all(ch["versions"] == chains[0]["versions"] for ch in chains)
+    assert again["changes"] == []
+    assert [hit["id"] for hit in found["hits"] if hit["kind"] == "memory"] == [c]
+
+
+async def test_two_merges_into_one_newer_memory_keep_every_version_in_one_line(
+    settings: Settings, clock: FakeClock
+) -> None:
+    # a and b are each like c (17 of c's 20 words) but not like each other (14 shared of 20):
+    # a merges into c first, then b's merge must find c under a's root, not c's old one.
+    async with Client(build_server(settings, clock)) as client:
+        a, b, c = await import_memories(client, [text(0, 1, 2), text(3, 4, 5), text()])
+        clock.advance(minutes=10)
+        report = await call(client, "memory_consolidate")
+        chains = [await call(client, "memory_get", id=mem_id) for mem_id in (a, b, c)]
+        again = await call(client, "memory_consolidate")
+
+    assert [(ch["action"], ch["id"]) for ch in report["changes"]] == [("merged", a), ("merged", b)]
+    assert [ch["latest_id"] for ch in chains] == [c, c, c]
+    assert line(chains[0]["versions"]) == [(b, 1, False), (a, 2, False), (c, 3, True)]
+    assert all(ch["versions"] == chains[0]["versions"] for ch in chains)
+    assert again["changes"] == []
