@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sqlite3
 from typing import Any
 
 from mcp import Client
@@ -93,3 +94,62 @@ async def test_two_merges_into_one_newer_memory_keep_every_version_in_one_line(
     assert line(chains[0]["versions"]) == [(b, 1, False), (a, 2, False), (c, 3, True)]
     assert all(ch["versions"] == chains[0]["versions"] for ch in chains)
     assert again["changes"] == []
+
+
+def break_as_an_older_release_did(settings: Settings, rows: dict[str, tuple[str, int, int, str | None]]) -> None:
+    """Write memory rows' (root id, version, latest flag, successor) as the old merge left them."""
+    with sqlite3.connect(settings.db) as conn:
+        for mem_id, (root_id, version, latest, successor) in rows.items():
+            conn.execute(
+                "UPDATE memories SET root_id = ?, version = ?, is_latest = ?, superseded_by = ? WHERE id = ?",
+                (root_id, version, latest, successor, mem_id),
+            )
+
+
+async def test_consolidate_relinks_a_chain_an_older_merge_left_under_a_moved_root(
+    settings: Settings, clock: FakeClock
+) -> None:
+    async with Client(build_server(settings, clock)) as client:
+        a, b, c = await import_memories(client, [text(), text(0), text(1)])
+        clock.advance(minutes=10)
+        await call(client, "memory_consolidate")
+    # The release before merged a into b, then b into c under b's old root: c is v1 of "chain b".
+    break_as_an_older_release_did(settings, {c: (b, 1, 1, None)})
+
+    async with Client(build_server(settings, clock)) as client:
+        health = await call(client, "memory_diagnose")
+        report = await call(client, "memory_consolidate")
+        chain = await call(client, "memory_get", id=a)
+        healed = await call(client, "memory_diagnose")
+        again = await call(client, "memory_consolidate")
+
+    assert health["chains_out_of_line"] == 2  # a's chain lacks its latest, and c's root is not a first version
+    assert [(ch["action"], ch["id"]) for ch in report["changes"]] == [("relinked", a)]
+    assert line(chain["versions"]) == [(a, 1, False), (b, 2, False), (c, 3, True)]
+    assert (healed["chains_out_of_line"], healed["index_in_sync"]) == (0, True)
+    assert again["changes"] == []
+
+
+async def test_a_chain_an_older_merge_left_without_a_latest_version_is_relinked_then_merged(
+    settings: Settings, clock: FakeClock
+) -> None:
+    async with Client(build_server(settings, clock)) as client:
+        a, b, c = await import_memories(client, [text(0, 1, 2), text(3, 4, 5), text()])
+    # The release before merged a into c, then b into c under c's old root: b was left with no latest.
+    break_as_an_older_release_did(settings, {a: (a, 1, 0, c), c: (a, 2, 1, None), b: (b, 1, 0, c)})
+    with sqlite3.connect(settings.db) as conn:
+        conn.execute("UPDATE memories SET parent_id = ? WHERE id = ?", (a, c))
+        conn.execute("DELETE FROM search_docs WHERE doc_id IN (?, ?)", (a, b))  # merged: no longer searched
+
+    async with Client(build_server(settings, clock)) as client:
+        lost = await call(client, "memory_smart_search", query="meadow quartz saddle")
+        report = await call(client, "memory_consolidate")
+        chain = await call(client, "memory_get", id=b)
+        found = await call(client, "memory_smart_search", query="meadow quartz saddle")
+        healed = await call(client, "memory_diagnose")
+
+    assert [hit["id"] for hit in lost["hits"] if hit["kind"] == "memory"] == [c]
+    assert [(ch["action"], ch["id"]) for ch in report["changes"]] == [("relinked", b), ("merged", b)]
+    assert line(chain["versions"]) == [(b, 1, False), (a, 2, False), (c, 3, True)]
+    assert [hit["id"] for hit in found["hits"] if hit["kind"] == "memory"] == [c]
+    assert (healed["chains_out_of_line"], healed["index_in_sync"]) == (0, True)

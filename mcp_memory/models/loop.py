@@ -38,7 +38,9 @@ class Change(BaseModel):
     """One change a consolidation pass made (or, in a dry run, would make)."""
 
     kind: str = Field(description="Record kind: memory, lesson, session, observation, outcome.")
-    action: str = Field(description="merged, promoted, crystallized, decayed, faded, folded, pruned, dropped.")
+    action: str = Field(
+        description="relinked, merged, promoted, crystallized, decayed, faded, folded, pruned, dropped."
+    )
     id: PublicId | None = Field(
         description="The record changed; null for a record a dry run would create (its id is assigned when it is)."
     )

@@ -263,6 +263,10 @@ class DiagnoseResult(BaseModel):
     sqlite: dict[str, Any]
     integrity: list[str]
     integrity_ok: bool
+    chains_out_of_line: int = Field(
+        description="Memory version chains that are not one line (no latest version, or a version under a root "
+        "that is no longer first); memory_consolidate relinks them."
+    )
     counts: dict[str, int]
     index_docs: dict[str, int] = Field(description="Documents in the in-memory index, by kind.")
     stored_docs: dict[str, int] = Field(description="Documents in the stored index, by kind.")

@@ -121,6 +121,27 @@ class MemoryRepository(Repository):
         )
         return [row[0] for row in rows]
 
+    async def chains_out_of_line(self, project: str | None = None) -> list[tuple[str, str]]:
+        """(project, root id) of every memory chain (of one project, or all) that is not one line as the
+        tools leave it: its root not a first version, a version not following the one before it or not
+        followed by the one after, no latest version or more than one. By project, then root id."""
+        where, params = ("m.project = ?", (project,)) if project is not None else ("1", ())
+        # Each row is checked against its neighbours by version number, through memories_chain.
+        rows = await self.conn.fetchall(
+            f"""SELECT DISTINCT m.project, m.root_id FROM memories AS m
+                LEFT JOIN memories AS root ON root.id = m.root_id
+                LEFT JOIN memories AS prev ON prev.root_id = m.root_id AND prev.version = m.version - 1
+                LEFT JOIN memories AS next ON next.root_id = m.root_id AND next.version = m.version + 1
+                WHERE {where} AND (
+                    root.id IS NULL OR root.root_id IS NOT root.id OR root.version IS NOT 1
+                    OR m.parent_id IS NOT prev.id OR m.superseded_by IS NOT next.id
+                    OR m.is_latest IS NOT (next.id IS NULL)
+                )
+                ORDER BY m.project, m.root_id""",
+            params,
+        )
+        return [(row[0], row[1]) for row in rows]
+
     async def page(
         self, project: str, kinds: Sequence[str] | None, latest_only: bool, limit: int, offset: int
     ) -> tuple[list[Memory], int]:

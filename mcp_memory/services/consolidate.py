@@ -1,6 +1,7 @@
 """Consolidate: one maintenance pass that folds history into knowledge and keeps the store lean.
 
-Steps, in order: merge near-duplicate memories into version chains; promote facts that recur in
+Steps, in order: relink memory version chains left out of line; merge near-duplicate memories into
+version chains; promote facts that recur in
 `promote_min_sessions` sessions into memories (never one a forgotten memory said); crystallize ended
 sessions without a current summary; persist lesson decay and soft-delete faded lessons; fold sessions
 down to the cap; prune outcomes older than `outcome_retention_days` whose task type has a heuristic
@@ -43,7 +44,7 @@ from mcp_memory.services.compress import shorten
 from mcp_memory.services.episodic import EpisodicService
 from mcp_memory.services.forget import fact_fingerprint
 from mcp_memory.services.lessons import LessonService
-from mcp_memory.services.memories import SUPERSEDE_THRESHOLD, MemoryService
+from mcp_memory.services.memories import SUPERSEDE_THRESHOLD, MemoryService, memory_text
 from mcp_memory.services.outcomes import source_count
 from mcp_memory.services.relations import drop_relations
 from mcp_memory.services.summaries import SummaryService
@@ -86,6 +87,7 @@ class ConsolidateService(Service):
         report = progress or no_progress
         changes: list[Change] = []
         steps: list[tuple[str, Callable[[Tx, str], Awaitable[list[Change]]]]] = [
+            ("relinking broken version chains", self._relink_chains),
             ("merging near-duplicate memories", self._merge_duplicates),
             ("promoting recurring facts", lambda tx, project: self._promote_facts(tx, project, candidates)),
             ("crystallizing ended sessions", self._crystallize),
@@ -116,6 +118,16 @@ class ConsolidateService(Service):
             project=project, dry_run=dry_run, changes=changes, counts=dict(counts), words_deleted=words
         )
 
+    async def _relink_chains(self, tx: Tx, project: str) -> list[Change]:
+        """Make every memory chain one line again (a merge of an older release could leave one with no
+        latest version, or rooted at a row no longer first): every version kept, the last saved latest."""
+        broken = await MemoryRepository(tx).chains_out_of_line(project)
+        relinked = await self.memories.join_apart(tx, broken) if broken else []
+        return [
+            Change(kind="memory", action="relinked", id=root_id, detail="versions relinked as one line")
+            for root_id in relinked
+        ]
+
     async def _merge_duplicates(self, tx: Tx, project: str) -> list[Change]:
         repo = MemoryRepository(tx)
         latest = sorted(await repo.latest_in_project(project), key=lambda m: (m.created_at, m.id))
@@ -130,7 +142,11 @@ class ConsolidateService(Service):
                 await anyio.lowlevel.checkpoint()  # a long pass must not starve other requests of the event loop
             if memory.id in merged:
                 continue
-            similar = every.similar(index.terms_of(memory.id), SUPERSEDE_THRESHOLD)
+            # a memory this pass made latest again (relinked) reaches the index only at commit
+            terms, unknown = index.terms_of(memory.id), 0
+            if not terms:
+                terms, unknown = self.memories.term_ids(memory_text(memory))
+            similar = every.similar(terms, SUPERSEDE_THRESHOLD, unknown)
             for other_id, overlap in sorted(similar.items()):
                 other = by_id.get(other_id)
                 if other is None or other.root_id == memory.root_id or other_id in merged:

@@ -47,6 +47,7 @@ class DiagnoseService(Service):
             stored = await SearchDocRepository(conn).counts_by_kind(only)
             observations = await ObservationRepository(conn).count(only)
             latest_memories = await MemoryRepository(conn).count(only, latest_only=True)
+            chains_out_of_line = len(await MemoryRepository(conn).chains_out_of_line(only))
             stored_vectors = await EmbeddingRepository(conn).counts_by_model(only)
         index = self.deps.index
         in_memory = index.counts_by_kind(only)
@@ -63,6 +64,7 @@ class DiagnoseService(Service):
             sqlite=pragmas,
             integrity=integrity,
             integrity_ok=integrity == ["ok"],
+            chains_out_of_line=chains_out_of_line,
             counts=counts,
             index_docs=in_memory,
             stored_docs=stored,

@@ -163,13 +163,18 @@ class MemoryService(Service):
 
     def most_similar(self, project: str, text: str) -> tuple[str, float] | None:
         """The live memory whose term set overlaps `text`'s above the supersede threshold, if any."""
-        terms = set(self.deps.index.analyzer.terms(text))
-        known = frozenset(i for t in terms if (i := self.deps.index.vocab.get(t)) is not None)
+        known, unknown = self.term_ids(text)
         found = self.deps.index.similar(
-            project, known, SUPERSEDE_THRESHOLD, SearchFilter(kinds=frozenset({"memory"})), len(terms) - len(known)
+            project, known, SUPERSEDE_THRESHOLD, SearchFilter(kinds=frozenset({"memory"})), unknown
         )
         best = min(found.items(), key=lambda s: (-s[1], s[0]), default=None)
         return best if best is not None and best[1] > SUPERSEDE_THRESHOLD else None
+
+    def term_ids(self, text: str) -> tuple[frozenset[int], int]:
+        """The index's ids of `text`'s words, and how many of its words the index does not know."""
+        terms = set(self.deps.index.analyzer.terms(text))
+        known = frozenset(i for t in terms if (i := self.deps.index.vocab.get(t)) is not None)
+        return known, len(terms) - len(known)
 
     def _jaccard(self, terms: set[str], other_id: str) -> float:
         other = self.deps.index.terms_of(other_id)
