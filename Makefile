@@ -35,6 +35,7 @@ bench: $(VENV)/.dev
 	$(BIN)/python bench/search.py
 	$(BIN)/python bench/locomo.py
 	$(BIN)/python bench/transfer.py
+	$(BIN)/python bench/loop.py
 
 clean:
 	rm -rf $(VENV) build *.egg-info .mypy_cache .ruff_cache

@@ -8,6 +8,7 @@ from typing import Any
 from mcp import Client
 
 from mcp_memory.config import Settings
+from mcp_memory.context import open_app
 from mcp_memory.server import build_server
 from tests.conftest import FakeClock, call
 
@@ -153,3 +154,48 @@ async def test_a_chain_an_older_merge_left_without_a_latest_version_is_relinked_
     assert line(chain["versions"]) == [(b, 1, False), (a, 2, False), (c, 3, True)]
     assert [hit["id"] for hit in found["hits"] if hit["kind"] == "memory"] == [c]
     assert (healed["chains_out_of_line"], healed["index_in_sync"]) == (0, True)
+
+
+async def test_a_memory_changed_after_the_plan_waits_for_the_next_pass(settings: Settings, clock: FakeClock) -> None:
+    # The merges are planned before the write transaction; the progress report between the plan and
+    # the transaction is where another request's write can land. A pair it changed is not merged.
+    async with Client(build_server(settings, clock)) as client:
+        a, c = await import_memories(client, [text(0), text()])
+    clock.advance(minutes=10)
+    async with open_app(settings, clock) as app:
+        newest: list[str] = []
+
+        async def write_between(progress: float, total: float | None, message: str | None) -> None:
+            if message == "finding recurring facts":  # the plan is made, the transaction not begun
+                saved = await app.memories.save("test", text(19) + " Also lighthouse.", supersedes=c)
+                newest.append(saved.id)
+
+        first = await app.consolidation.consolidate("test", progress=write_between)
+        second = await app.consolidation.consolidate("test")
+        chain = await app.memories.get("test", a)
+
+    assert first.changes == []  # c is no longer latest: the planned merge of a into c waits
+    assert [(ch.action, ch.id, ch.detail) for ch in second.changes] == [("merged", a, f"now a version of {newest[0]}")]
+    assert [(v.id, v.version, v.is_latest) for v in chain.versions] == [
+        (a, 1, False),
+        (c, 2, False),
+        (newest[0], 3, True),
+    ]
+
+
+async def test_a_memory_forgotten_after_the_plan_is_not_merged(settings: Settings, clock: FakeClock) -> None:
+    async with Client(build_server(settings, clock)) as client:
+        a, c = await import_memories(client, [text(0), text()])
+    async with open_app(settings, clock) as app:
+
+        async def forget_between(progress: float, total: float | None, message: str | None) -> None:
+            if message == "finding recurring facts":
+                await app.forget.forget(
+                    "test", ids=[c], kind=None, session_id=None, since=None, until=None, dry_run=False
+                )
+
+        report = await app.consolidation.consolidate("test", progress=forget_between)
+        kept = await app.memories.get("test", a)
+
+    assert report.changes == []
+    assert [(v.id, v.version, v.is_latest) for v in kept.versions] == [(a, 1, True)]

@@ -893,8 +893,9 @@ async def test_consolidate_reports_progress_up_to_the_total(settings: Settings, 
         result = await client.call_tool("memory_consolidate", {}, progress_callback=on_progress)
 
     assert not result.is_error
-    assert [(p, t) for p, t, _ in received] == [(n, 10) for n in range(11)]
+    assert [(p, t) for p, t, _ in received] == [(n, 11) for n in range(12)]
     assert [m for _, _, m in received] == [
+        "finding near-duplicate memories",
         "finding recurring facts",
         "relinking broken version chains",
         "merging near-duplicate memories",
@@ -918,7 +919,7 @@ async def test_a_cancelled_consolidation_leaves_nothing_behind(settings: Setting
 
             async def cancel_after_three_steps(progress: float, total: float | None, message: str | None) -> None:
                 received.append(progress)
-                if progress == 5:  # merged, promoted and crystallized are written, not committed
+                if progress == 6:  # merged, promoted and crystallized are written, not committed
                     scope.cancel()
 
             await client.call_tool("memory_consolidate", {}, progress_callback=cancel_after_three_steps)
@@ -928,7 +929,7 @@ async def test_a_cancelled_consolidation_leaves_nothing_behind(settings: Setting
         report = await call(client, "memory_consolidate", dry_run=True)
 
     assert scope.cancelled_caught
-    assert received == [0, 1, 2, 3, 4, 5]
+    assert received == [0, 1, 2, 3, 4, 5, 6]
     assert after == before
     assert health["index_in_sync"] is True
     assert report["counts"]["merged"] == 1  # the server still answers, and the work is still to do

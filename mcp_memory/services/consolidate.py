@@ -14,9 +14,11 @@ Nothing that a relation points to is deleted, and pinned slots and open actions 
 
 The whole pass is one transaction, so a cancelled pass leaves nothing behind, and a dry run is the
 same pass rolled back: it reports exactly what a real run would do, except the ids of records the
-pass would create, which are not assigned until it does (reported as null). Only the search for
-recurring facts reads ahead of the transaction, so the write lock is not held while every fact is
-analysed; inside it, the pass analyses again just the observations that search found.
+pass would create, which are not assigned until it does (reported as null). The two searches that
+read everything run ahead of the transaction, so the write lock is not held while every memory is
+compared with every other or every fact is analysed: inside it, the pass merges only the planned
+pairs still as planned (services/duplicates.py) and analyses again just the observations the
+search for recurring facts found. A memory changed meanwhile waits for the next pass.
 """
 
 from __future__ import annotations
@@ -24,14 +26,12 @@ from __future__ import annotations
 from collections import Counter, defaultdict
 from collections.abc import Awaitable, Callable
 from datetime import timedelta
-
-import anyio
-import anyio.lowlevel
+from typing import NamedTuple
 
 from mcp_memory.clock import to_iso
 from mcp_memory.db import Tx
 from mcp_memory.models.loop import Change, ConsolidateResult
-from mcp_memory.models.records import Lesson, Outcome
+from mcp_memory.models.records import Lesson, Memory, Outcome
 from mcp_memory.repositories.lessons import LessonRepository
 from mcp_memory.repositories.memories import MemoryRepository
 from mcp_memory.repositories.meta import MetaRepository
@@ -39,12 +39,14 @@ from mcp_memory.repositories.observations import ObservationRepository
 from mcp_memory.repositories.outcomes import OutcomeRepository
 from mcp_memory.repositories.relations import RelationRepository
 from mcp_memory.search.index import SearchFilter
-from mcp_memory.services.common import GLOBAL_PROJECT, Deps, Progress, Service, jaccard, no_progress
+from mcp_memory.search.termsets import TermSets
+from mcp_memory.services.common import GLOBAL_PROJECT, Breather, Deps, Progress, Service, jaccard, no_progress
 from mcp_memory.services.compress import shorten
+from mcp_memory.services.duplicates import Pair, duplicate_pairs, still_as_planned
 from mcp_memory.services.episodic import EpisodicService
 from mcp_memory.services.forget import fact_fingerprint
 from mcp_memory.services.lessons import LessonService
-from mcp_memory.services.memories import SUPERSEDE_THRESHOLD, MemoryService, memory_text
+from mcp_memory.services.memories import MemoryService, memory_text
 from mcp_memory.services.outcomes import source_count
 from mcp_memory.services.relations import drop_relations
 from mcp_memory.services.summaries import SummaryService
@@ -57,6 +59,15 @@ _READ_CHUNK = 500
 
 _CREATES = frozenset({"promoted"})
 """Actions that create a record: a dry run reports them without an id, as none is assigned."""
+
+
+class _MergePlan(NamedTuple):
+    """Near-duplicate merges planned before the transaction, and what the plan compared."""
+
+    pairs: list[Pair]
+    others: dict[str, Memory]
+    every: TermSets
+    merged: set[str]
 
 
 class _DryRun(Exception):
@@ -86,9 +97,10 @@ class ConsolidateService(Service):
         """Run every step; return each change by kind and id (a dry run changes nothing)."""
         report = progress or no_progress
         changes: list[Change] = []
+        relinked: list[str] = []
         steps: list[tuple[str, Callable[[Tx, str], Awaitable[list[Change]]]]] = [
-            ("relinking broken version chains", self._relink_chains),
-            ("merging near-duplicate memories", self._merge_duplicates),
+            ("relinking broken version chains", lambda tx, project: self._relink_chains(tx, project, relinked)),
+            ("merging near-duplicate memories", lambda tx, project: self._merge(tx, project, plan, relinked)),
             ("promoting recurring facts", lambda tx, project: self._promote_facts(tx, project, candidates)),
             ("crystallizing ended sessions", self._crystallize),
             ("persisting lesson decay", self._decay_lessons),
@@ -96,13 +108,15 @@ class ConsolidateService(Service):
             ("pruning old outcomes", self._prune_outcomes),
             ("dropping weak heuristics", self._drop_heuristics),
         ]
-        total = len(steps) + 2  # and the read-ahead, and the vocabulary sweep (not a change to any record)
-        await report(0, total, "finding recurring facts")
+        total = len(steps) + 3  # and the two read-aheads, and the vocabulary sweep (not a change to any record)
+        await report(0, total, "finding near-duplicate memories")
+        plan = await self._plan_merges(project)
+        await report(1, total, "finding recurring facts")
         candidates = await self._recurring_observations(project)
         words = 0
         try:
             async with self.db.transaction("memory_consolidate", project=project) as tx:
-                for done, (name, step) in enumerate(steps, start=1):
+                for done, (name, step) in enumerate(steps, start=2):
                     await report(done, total, name)
                     changes += await step(tx, project)
                 await report(total - 1, total, "deleting words no record uses")
@@ -118,57 +132,56 @@ class ConsolidateService(Service):
             project=project, dry_run=dry_run, changes=changes, counts=dict(counts), words_deleted=words
         )
 
-    async def _relink_chains(self, tx: Tx, project: str) -> list[Change]:
+    async def _relink_chains(self, tx: Tx, project: str, relinked: list[str]) -> list[Change]:
         """Make every memory chain one line again (a merge of an older release could leave one with no
-        latest version, or rooted at a row no longer first): every version kept, the last saved latest."""
+        latest version, or rooted at a row no longer first): every version kept, the last saved latest.
+        The root ids relinked are added to `relinked`."""
         broken = await MemoryRepository(tx).chains_out_of_line(project)
-        relinked = await self.memories.join_apart(tx, broken) if broken else []
+        relinked += await self.memories.join_apart(tx, broken) if broken else []
         return [
             Change(kind="memory", action="relinked", id=root_id, detail="versions relinked as one line")
             for root_id in relinked
         ]
 
-    async def _merge_duplicates(self, tx: Tx, project: str) -> list[Change]:
-        repo = MemoryRepository(tx)
-        latest = sorted(await repo.latest_in_project(project), key=lambda m: (m.created_at, m.id))
-        by_id = {m.id: m for m in latest}
+    async def _plan_merges(self, project: str) -> _MergePlan:
+        """Which near-duplicate memories to merge, planned on a read connection before the write
+        transaction (yielding to other requests as it goes), as the pass would merge them now."""
+        async with self.db.read() as conn:
+            latest = await MemoryRepository(conn).latest_in_project(project)
+        latest.sort(key=lambda m: (m.created_at, m.id))
+        every = self.deps.index.term_sets(project, SearchFilter(kinds=frozenset({"memory"})))
+        others = {m.id: m for m in latest}
         merged: set[str] = set()
+        pairs = await duplicate_pairs(latest, others, every, self._terms, merged)
+        return _MergePlan(pairs, others, every, merged)
+
+    def _terms(self, memory: Memory) -> tuple[frozenset[int], int]:
+        """A memory's words as the index holds them, or analysed afresh for one the index does not
+        hold (yet): a memory this pass made latest again reaches the index only at commit."""
+        terms = self.deps.index.terms_of(memory.id)
+        return (terms, 0) if terms else self.memories.term_ids(memory_text(memory))
+
+    async def _merge(self, tx: Tx, project: str, plan: _MergePlan, relinked: list[str]) -> list[Change]:
+        """Merge the planned pairs still as planned, then compare the memories relinked by this pass."""
+        repo = MemoryRepository(tx)
+        pairs = list(plan.pairs)
+        if relinked:
+            chains = [await repo.chain(root_id, project) for root_id in relinked]
+            fresh = sorted((m for chain in chains for m in chain if m.is_latest), key=lambda m: (m.created_at, m.id))
+            pairs += await duplicate_pairs(fresh, plan.others, plan.every, self._terms, plan.merged)
         changes = []
-        index = self.deps.index
-        # merged memories stay in this snapshot of the term sets: `merged` and `by_id` skip them
-        every = index.term_sets(project, SearchFilter(kinds=frozenset({"memory"})))
-        for position, memory in enumerate(latest):
-            if position % 100 == 99:
-                await anyio.lowlevel.checkpoint()  # a long pass must not starve other requests of the event loop
-            if memory.id in merged:
+        for pair in pairs:
+            current = {m.id: m for m in await repo.get_many([pair.older.id, pair.newer.id], project)}
+            older, newer = current.get(pair.older.id), current.get(pair.newer.id)
+            if not (still_as_planned(older, pair.older) and still_as_planned(newer, pair.newer)):
+                continue  # changed since the plan: the next pass compares it again
+            if older.root_id == newer.root_id:  # an earlier merge of this pass joined them already
                 continue
-            # a memory this pass made latest again (relinked) reaches the index only at commit
-            terms, unknown = index.terms_of(memory.id), 0
-            if not terms:
-                terms, unknown = self.memories.term_ids(memory_text(memory))
-            similar = every.similar(terms, SUPERSEDE_THRESHOLD, unknown)
-            for other_id, overlap in sorted(similar.items()):
-                other = by_id.get(other_id)
-                if other is None or other.root_id == memory.root_id or other_id in merged:
-                    continue
-                if overlap <= SUPERSEDE_THRESHOLD:
-                    continue
-                older, newer = sorted((memory, other), key=lambda m: (m.created_at, m.id))
-                # An earlier merge of this pass may have moved either chain under another root.
-                current = {m.id: m for m in await repo.get_many([older.id, newer.id], project)}
-                older, newer = current[older.id], current[newer.id]
-                if older.root_id == newer.root_id:
-                    continue
-                chain = await repo.chain(older.root_id, project)
-                await repo.merge_chains(older, newer, len(chain), self.now_iso())
-                await self.deps.indexer.drop(tx, [older.id])
-                tx.changed("memory", older.id, "merge")
-                merged.add(older.id)
-                changes.append(
-                    Change(kind="memory", action="merged", id=older.id, detail=f"now a version of {newer.id}")
-                )
-                if older.id == memory.id:
-                    break
+            chain = await repo.chain(older.root_id, project)
+            await repo.merge_chains(older, newer, len(chain), self.now_iso())
+            await self.deps.indexer.drop(tx, [older.id])
+            tx.changed("memory", older.id, "merge")
+            changes.append(Change(kind="memory", action="merged", id=older.id, detail=f"now a version of {newer.id}"))
         return changes
 
     async def _recurring_observations(self, project: str) -> list[str]:
@@ -187,9 +200,9 @@ class ConsolidateService(Service):
         groups seen in at least `promote_min_sessions` sessions, in the order they were first seen."""
         analyzer = self.deps.index.analyzer
         groups: dict[frozenset[str], list[tuple[str, str, str]]] = defaultdict(list)
-        for position, (obs_id, session_id, facts) in enumerate(observations):
-            if position % 500 == 499:
-                await anyio.lowlevel.checkpoint()
+        breathe = Breather()
+        for obs_id, session_id, facts in observations:
+            await breathe()
             for fact in facts:
                 words = frozenset(analyzer.terms(fact))
                 if len(words) >= 3:  # a fact of one or two words is too thin to stand alone

@@ -19,8 +19,6 @@ import re
 from collections.abc import Sequence
 from datetime import timedelta
 
-import anyio.lowlevel
-
 from mcp_memory.clock import to_iso
 from mcp_memory.db import Conn, Tx
 from mcp_memory.ids import new_id
@@ -36,7 +34,7 @@ from mcp_memory.repositories.outcomes import OutcomeRepository
 from mcp_memory.repositories.relations import RelationRepository
 from mcp_memory.repositories.sessions import SessionRepository
 from mcp_memory.search.index import SearchFilter
-from mcp_memory.services.common import Deps, Service, time_window
+from mcp_memory.services.common import Breather, Deps, Service, time_window
 from mcp_memory.services.compress import shorten
 from mcp_memory.services.lesson_identity import find_twin
 from mcp_memory.services.lessons import LessonService
@@ -180,9 +178,9 @@ class ReflectService(Service):
         index = self.deps.index
         close: dict[tuple[str, str], float] = {}  # pairs on one topic (first seen first), by their overlap
         every = index.term_sets(project, SearchFilter(kinds=frozenset({"memory"}))) if memories else None
-        for position, memory in enumerate(memories):
-            if position % 100 == 99:
-                await anyio.lowlevel.checkpoint()  # a long pass must not starve other requests of the event loop
+        breathe = Breather()
+        for memory in memories:
+            await breathe()
             similar = every.similar(index.terms_of(memory.id), 0.3) if every is not None else {}
             for other_id, overlap in sorted(similar.items()):
                 if other_id != memory.id and overlap <= 0.85:
