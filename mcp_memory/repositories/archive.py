@@ -11,7 +11,7 @@ from pydantic import BaseModel
 
 from mcp_memory.errors import ConflictError
 from mcp_memory.repositories.archive_tables import TABLES_BY_NAME, TableSpec
-from mcp_memory.repositories.base import Repository, dump_json, placeholders, row_dict
+from mcp_memory.repositories.base import Repository, chunked, dump_json, placeholders, row_dict
 
 _GLOBAL = "*"  # the project of records every project shares (lessons and slots)
 _SORT_ROWS = 20_000  # rows of some projects above which an export walks the key index (see dump_pages)
@@ -134,8 +134,7 @@ class ArchiveRepository(Repository):
         """key -> stored row, for the stored rows with the keys of some of `rows`."""
         current: dict[tuple[Any, ...], dict[str, Any]] = {}
         keys = list(dict.fromkeys(tuple(row[k] for k in spec.key) for row in rows))
-        for start in range(0, len(keys), _CHUNK):
-            chunk = keys[start : start + _CHUNK]
+        for chunk in chunked(keys, _CHUNK):
             tuples = ", ".join(f"({placeholders(len(spec.key))})" for _ in chunk)
             found = await self.conn.fetchall(
                 f"SELECT {', '.join(spec.columns)} FROM {spec.name} WHERE ({', '.join(spec.key)}) IN (VALUES {tuples})",
@@ -164,9 +163,7 @@ class ArchiveRepository(Repository):
             return {}
         found: dict[tuple[Any, ...], tuple[Any, ...]] = {}
         wanted = list(dict.fromkeys(tuple(row[c] for c in spec.unique) for row in rows))
-        size = _CHUNK * 2 // len(spec.unique)
-        for start in range(0, len(wanted), size):
-            chunk = wanted[start : start + size]
+        for chunk in chunked(wanted, _CHUNK * 2 // len(spec.unique)):
             tuples = ", ".join(f"({placeholders(len(spec.unique))})" for _ in chunk)
             stored = await self.conn.fetchall(
                 f"SELECT {', '.join((*spec.unique, *spec.key))} FROM {spec.name} "
@@ -222,8 +219,7 @@ class ArchiveRepository(Repository):
     async def _column_by_id(self, table: str, column: str, ids: Sequence[str]) -> dict[str, str]:
         found: dict[str, str] = {}
         unique = list(dict.fromkeys(ids))
-        for start in range(0, len(unique), _CHUNK):
-            chunk = unique[start : start + _CHUNK]
+        for chunk in chunked(unique, _CHUNK):
             rows = await self.conn.fetchall(
                 f"SELECT id, {column} FROM {TABLES_BY_NAME[table].name} WHERE id IN ({placeholders(len(chunk))})",
                 tuple(chunk),
@@ -235,8 +231,7 @@ class ArchiveRepository(Repository):
         """root id -> how each version of that memory chain is linked, by version number."""
         found: dict[str, list[ChainLink]] = {}
         unique = list(dict.fromkeys(root_ids))
-        for start in range(0, len(unique), _CHUNK):
-            chunk = unique[start : start + _CHUNK]
+        for chunk in chunked(unique, _CHUNK):
             rows = await self.conn.fetchall(
                 "SELECT root_id, id, parent_id, version, is_latest, superseded_by FROM memories "
                 f"WHERE root_id IN ({placeholders(len(chunk))}) ORDER BY root_id, version, id",
@@ -252,8 +247,7 @@ class ArchiveRepository(Repository):
         table, start, end = _ACTION_EDGES[edges]
         found: set[str] = set()
         unique = list(dict.fromkeys(ids))
-        for first in range(0, len(unique), _CHUNK):
-            chunk = unique[first : first + _CHUNK]
+        for chunk in chunked(unique, _CHUNK):
             # UNION (not UNION ALL) keeps each (start, node) pair once, so a walk round a cycle ends.
             rows = await self.conn.fetchall(
                 f"""WITH RECURSIVE walk (origin, node) AS (

@@ -5,9 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import NamedTuple
 
-from mcp_memory.repositories.base import Repository, placeholders
-
-_CHUNK = 500
+from mcp_memory.repositories.base import Repository, chunked, placeholders
 
 
 class StoredVector(NamedTuple):
@@ -26,8 +24,7 @@ class EmbeddingRepository(Repository):
         await self.conn.executemany("DELETE FROM embeddings WHERE doc_id = ? AND digest <> ?", current)
 
     async def delete(self, doc_ids: Sequence[str]) -> None:
-        for start in range(0, len(doc_ids), _CHUNK):
-            chunk = doc_ids[start : start + _CHUNK]
+        for chunk in chunked(doc_ids):
             await self.conn.execute(f"DELETE FROM embeddings WHERE doc_id IN ({placeholders(len(chunk))})", chunk)
 
     async def put_current(self, model: str, dim: int, rows: Sequence[StoredVector], now: str) -> None:
@@ -49,8 +46,7 @@ class EmbeddingRepository(Repository):
         if doc_ids is None:
             return [StoredVector._make(r) for r in await self.conn.fetchall(query, (model,))]
         found: list[StoredVector] = []
-        for start in range(0, len(doc_ids), _CHUNK):
-            chunk = list(doc_ids[start : start + _CHUNK])
+        for chunk in chunked(doc_ids):
             rows = await self.conn.fetchall(f"{query} AND e.doc_id IN ({placeholders(len(chunk))})", (model, *chunk))
             found.extend(StoredVector._make(r) for r in rows)
         return found

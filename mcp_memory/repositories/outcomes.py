@@ -6,9 +6,7 @@ from collections.abc import Sequence
 
 from mcp_memory.db import Row
 from mcp_memory.models.records import MistakeCard, Outcome
-from mcp_memory.repositories.base import Repository, dump_json, placeholders, row_dict
-
-_CHUNK = 500  # ids per statement, well under SQLite's variable limit
+from mcp_memory.repositories.base import Repository, chunked, dump_json, placeholders, row_dict
 
 _OUTCOME_COLUMNS = (
     "id, project, agent_id, session_id, task, task_type, task_type_inferred, success, score, steps, strategy, "
@@ -171,12 +169,11 @@ class MistakeCardRepository(Repository):
         """Raise each card's seen count to the outcomes linked to it where it is lower (two copies
         of a card met in an import, each with its own outcomes); returns the cards raised."""
         raised: list[str] = []
-        for start in range(0, len(card_ids), _CHUNK):
-            chunk = tuple(card_ids[start : start + _CHUNK])
+        for chunk in chunked(card_ids):
             rows = await self.conn.fetchall(
                 f"SELECT id FROM mistake_cards c WHERE id IN ({placeholders(len(chunk))}) "
                 "AND seen_count < (SELECT count(*) FROM outcome_mistake_cards l WHERE l.card_id = c.id) ORDER BY id",
-                chunk,
+                tuple(chunk),
             )
             found = [row[0] for row in rows]
             if found:

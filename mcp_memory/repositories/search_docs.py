@@ -4,10 +4,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from mcp_memory.repositories.base import Repository, placeholders
+from mcp_memory.repositories.base import Repository, chunked, placeholders
 from mcp_memory.search.index import IndexDoc
 
-_CHUNK = 500
 _PAGE = 10_000
 _COLUMNS = ", ".join(IndexDoc._fields)  # the table's columns carry the tuple's field names
 
@@ -18,8 +17,7 @@ class SearchDocRepository(Repository):
     async def term_ids(self, terms: Sequence[str]) -> dict[str, int]:
         """Ids of `terms`, creating the missing ones."""
         ids: dict[str, int] = {}
-        for start in range(0, len(terms), _CHUNK):
-            chunk = terms[start : start + _CHUNK]
+        for chunk in chunked(terms):
             await self.conn.executemany(
                 "INSERT INTO search_terms (term) VALUES (?) ON CONFLICT (term) DO NOTHING",
                 [(t,) for t in chunk],
@@ -33,8 +31,7 @@ class SearchDocRepository(Repository):
     async def existing_term_ids(self, ids: Sequence[int]) -> set[int]:
         """Those of the term `ids` that are still stored."""
         found: set[int] = set()
-        for start in range(0, len(ids), _CHUNK):
-            chunk = ids[start : start + _CHUNK]
+        for chunk in chunked(ids):
             rows = await self.conn.fetchall(
                 f"SELECT id FROM search_terms WHERE id IN ({placeholders(len(chunk))})", tuple(chunk)
             )
@@ -48,8 +45,7 @@ class SearchDocRepository(Repository):
     async def delete_terms(self, ids: Sequence[int]) -> dict[str, int]:
         """Delete terms by id; returns the (term -> id) pairs deleted."""
         deleted: dict[str, int] = {}
-        for start in range(0, len(ids), _CHUNK):
-            chunk = ids[start : start + _CHUNK]
+        for chunk in chunked(ids):
             rows = await self.conn.fetchall(
                 f"DELETE FROM search_terms WHERE id IN ({placeholders(len(chunk))}) RETURNING term, id", tuple(chunk)
             )
@@ -72,8 +68,7 @@ class SearchDocRepository(Repository):
         )
 
     async def delete(self, doc_ids: Sequence[str]) -> None:
-        for start in range(0, len(doc_ids), _CHUNK):
-            chunk = doc_ids[start : start + _CHUNK]
+        for chunk in chunked(doc_ids):
             await self.conn.execute(f"DELETE FROM search_docs WHERE doc_id IN ({placeholders(len(chunk))})", chunk)
 
     async def clear(self) -> None:
@@ -89,8 +84,7 @@ class SearchDocRepository(Repository):
 
     async def get_many(self, doc_ids: Sequence[str]) -> list[IndexDoc]:
         docs: list[IndexDoc] = []
-        for start in range(0, len(doc_ids), _CHUNK):
-            chunk = doc_ids[start : start + _CHUNK]
+        for chunk in chunked(doc_ids):
             rows = await self.conn.fetchall(
                 f"SELECT {_COLUMNS} FROM search_docs WHERE doc_id IN ({placeholders(len(chunk))})",
                 chunk,
@@ -101,8 +95,7 @@ class SearchDocRepository(Repository):
     async def term_blobs(self, doc_ids: Sequence[str]) -> list[bytes]:
         """The packed terms of those of `doc_ids` that are stored."""
         blobs: list[bytes] = []
-        for start in range(0, len(doc_ids), _CHUNK):
-            chunk = doc_ids[start : start + _CHUNK]
+        for chunk in chunked(doc_ids):
             rows = await self.conn.fetchall(
                 f"SELECT terms FROM search_docs WHERE doc_id IN ({placeholders(len(chunk))})", chunk
             )
