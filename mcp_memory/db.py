@@ -17,6 +17,7 @@ import sqlite3
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
+from typing import Any
 
 import aiosqlite
 import anyio
@@ -256,9 +257,23 @@ def _cannot_open(path: Path, exc: OSError | sqlite3.Error) -> StorageError:
     return StorageError(f"cannot open database {path}: {reason}")
 
 
+MAX_VARIABLES = 32_766
+"""Parameters one statement may bind: stock SQLite's limit (the SQLite of python.org's builds),
+which some builds raise (Debian's to 250,000). Every connection is held to it, so a statement
+binding one parameter per record fails in the tests here as it would on a user's machine."""
+
+
+class _PortableConnection(sqlite3.Connection):
+    """A connection that binds no more parameters per statement than stock SQLite allows."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.setlimit(sqlite3.SQLITE_LIMIT_VARIABLE_NUMBER, MAX_VARIABLES)
+
+
 async def _connect(path: Path, busy_timeout_ms: int, synchronous: str) -> aiosqlite.Connection:
     # isolation_level=None: the driver never opens transactions behind our back; we say BEGIN.
-    pending = aiosqlite.connect(path, isolation_level=None)
+    pending = aiosqlite.connect(path, isolation_level=None, factory=_PortableConnection)
     try:
         raw = await pending
     except BaseException:

@@ -7,7 +7,7 @@ from collections.abc import Sequence
 
 from mcp_memory.db import Row
 from mcp_memory.models.records import Action
-from mcp_memory.repositories.base import Repository, dump_json, placeholders, row_dict
+from mcp_memory.repositories.base import Repository, chunked, dump_json, placeholders, row_dict
 
 _COLUMNS = (
     "id, project, agent_id, title, description, status, priority, parent_id, tags, due, completed_at, "
@@ -70,23 +70,24 @@ class ActionRepository(Repository):
         )
 
     async def get_many(self, ids: Sequence[str], project: str) -> list[Action]:
-        if not ids:
-            return []
-        rows = await self.conn.fetchall(
-            f"SELECT {_COLUMNS} FROM actions WHERE +project = ? AND id IN ({placeholders(len(ids))})", (project, *ids)
-        )
-        by_id = {r["id"]: _action(r) for r in rows}
+        by_id: dict[str, Action] = {}
+        for chunk in chunked(ids):
+            rows = await self.conn.fetchall(
+                f"SELECT {_COLUMNS} FROM actions WHERE +project = ? AND id IN ({placeholders(len(chunk))})",
+                (project, *chunk),
+            )
+            by_id.update((r["id"], _action(r)) for r in rows)
         return [by_id[i] for i in ids if i in by_id]
 
     async def dependencies(self, ids: Sequence[str]) -> dict[str, list[tuple[str, str]]]:
         """For each action, its dependencies as (id, status)."""
         found: dict[str, list[tuple[str, str]]] = {i: [] for i in ids}
-        if ids:
+        for chunk in chunked(ids):
             rows = await self.conn.fetchall(
                 "SELECT d.action_id, d.depends_on, a.status FROM action_dependencies d "
-                f"JOIN actions a ON a.id = d.depends_on WHERE d.action_id IN ({placeholders(len(ids))}) "
+                f"JOIN actions a ON a.id = d.depends_on WHERE d.action_id IN ({placeholders(len(chunk))}) "
                 "ORDER BY d.depends_on",
-                tuple(ids),
+                tuple(chunk),
             )
             for action_id, dep, status in rows:
                 found[action_id].append((dep, status))
@@ -95,11 +96,11 @@ class ActionRepository(Repository):
     async def child_counts(self, ids: Sequence[str]) -> dict[str, tuple[int, int]]:
         """For each action, (children, children done or cancelled)."""
         found = dict.fromkeys(ids, (0, 0))
-        if ids:
+        for chunk in chunked(ids):
             rows = await self.conn.fetchall(
                 "SELECT parent_id, count(*), sum(status IN ('done', 'cancelled')) FROM actions "
-                f"WHERE parent_id IN ({placeholders(len(ids))}) GROUP BY parent_id",
-                tuple(ids),
+                f"WHERE parent_id IN ({placeholders(len(chunk))}) GROUP BY parent_id",
+                tuple(chunk),
             )
             for parent, total, done in rows:
                 found[parent] = (int(total), int(done or 0))

@@ -82,18 +82,17 @@ class MemoryRepository(Repository):
 
     async def versions_of(self, ids: Sequence[str], project: str) -> dict[str, list[str]]:
         """For each of `ids` that is a memory of the project, every version id of its chain, latest first."""
-        if not ids:
-            return {}
-        rows = await self.conn.fetchall(
-            "SELECT asked.id, version.id FROM memories AS asked "
-            "JOIN memories AS version ON version.root_id = asked.root_id AND version.project = asked.project "
-            f"WHERE asked.project = ? AND asked.id IN ({placeholders(len(ids))}) "
-            "ORDER BY version.is_latest DESC, version.version DESC, version.id",
-            (project, *ids),
-        )
         found: dict[str, list[str]] = {}
-        for row in rows:
-            found.setdefault(row[0], []).append(row[1])
+        for chunk in chunked(ids):
+            rows = await self.conn.fetchall(
+                "SELECT asked.id, version.id FROM memories AS asked "
+                "JOIN memories AS version ON version.root_id = asked.root_id AND version.project = asked.project "
+                f"WHERE asked.project = ? AND asked.id IN ({placeholders(len(chunk))}) "
+                "ORDER BY version.is_latest DESC, version.version DESC, version.id",
+                (project, *chunk),
+            )
+            for row in rows:
+                found.setdefault(row[0], []).append(row[1])
         return found
 
     async def mark_superseded(self, mem_id: str, by: str, at: str) -> None:
@@ -189,14 +188,15 @@ class MemoryRepository(Repository):
 
     async def latest_in_sessions(self, session_ids: Sequence[str], project: str) -> list[Memory]:
         """Latest memory versions saved in any of these sessions."""
-        if not session_ids:
-            return []
-        rows = await self.conn.fetchall(
-            f"SELECT {_COLUMNS} FROM memories WHERE project = ? AND is_latest = 1 "
-            f"AND session_id IN ({placeholders(len(session_ids))})",
-            (project, *session_ids),
-        )
-        return [_memory(r) for r in rows]
+        found: list[Memory] = []
+        for chunk in chunked(session_ids):
+            rows = await self.conn.fetchall(
+                f"SELECT {_COLUMNS} FROM memories WHERE project = ? AND is_latest = 1 "
+                f"AND session_id IN ({placeholders(len(chunk))})",
+                (project, *chunk),
+            )
+            found += [_memory(r) for r in rows]
+        return found
 
     async def latest_updated_between(self, project: str, start: str | None, end: str | None) -> list[Memory]:
         """Latest memory versions last updated within [start, end] (either end open), oldest first."""

@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from mcp_memory.db import Row
 from mcp_memory.errors import NotFoundError
 from mcp_memory.models.records import Observation
-from mcp_memory.repositories.base import Repository, dump_json, placeholders, row_dict
+from mcp_memory.repositories.base import Repository, chunked, dump_json, placeholders, row_dict
 
 _COLUMNS = (
     "id, project, session_id, agent_id, seq, type, title, content, facts, concepts, files, importance, "
@@ -56,13 +56,13 @@ class ObservationRepository(Repository):
 
     async def get_many(self, ids: Sequence[str], project: str) -> list[Observation]:
         """The observations among `ids` that exist in `project`, in the order of `ids`."""
-        if not ids:
-            return []
-        rows = await self.conn.fetchall(
-            f"SELECT {_COLUMNS} FROM observations WHERE +project = ? AND id IN ({placeholders(len(ids))})",
-            (project, *ids),
-        )
-        by_id = {r["id"]: _obs(r) for r in rows}
+        by_id: dict[str, Observation] = {}
+        for chunk in chunked(ids):
+            rows = await self.conn.fetchall(
+                f"SELECT {_COLUMNS} FROM observations WHERE +project = ? AND id IN ({placeholders(len(chunk))})",
+                (project, *chunk),
+            )
+            by_id.update((r["id"], _obs(r)) for r in rows)
         return [by_id[i] for i in ids if i in by_id]
 
     async def page(
@@ -155,13 +155,15 @@ class ObservationRepository(Repository):
 
     async def facts(self, project: str, ids: Sequence[str] | None = None) -> list[tuple[str, str, list[str]]]:
         """(id, session, facts) of a project's observations that carry facts, oldest first: all of
-        them, or those among `ids` (at most a few hundred: one parameter each)."""
-        among = "" if ids is None else f"AND id IN ({placeholders(len(ids))}) "
-        rows = await self.conn.fetchall(
-            f"SELECT id, session_id, facts FROM observations WHERE project = ? AND facts <> '[]' {among}"
-            f"ORDER BY {_WHEN}, seq",
-            (project, *(ids or ())),
-        )
+        them, or those among `ids`."""
+        query = f"SELECT id, session_id, facts, {_WHEN}, seq FROM observations WHERE project = ? AND facts <> '[]' "
+        if ids is None:
+            rows = list(await self.conn.fetchall(f"{query} ORDER BY {_WHEN}, seq", (project,)))
+        else:
+            rows = []
+            for chunk in chunked(ids):
+                rows += await self.conn.fetchall(f"{query} AND id IN ({placeholders(len(chunk))})", (project, *chunk))
+            rows.sort(key=lambda r: (r[3], r[4]))
         return [(r["id"], r["session_id"], json.loads(r["facts"])) for r in rows]
 
     async def least_valuable(self, session_id: str, count: int, keep: Sequence[str] = ()) -> list[Observation]:
@@ -226,8 +228,8 @@ class ObservationRepository(Repository):
         return [_obs(r) for r in rows]
 
     async def delete(self, ids: Sequence[str]) -> None:
-        if ids:
-            await self.conn.execute(f"DELETE FROM observations WHERE id IN ({placeholders(len(ids))})", tuple(ids))
+        for chunk in chunked(ids):
+            await self.conn.execute(f"DELETE FROM observations WHERE id IN ({placeholders(len(chunk))})", tuple(chunk))
 
     async def count(self, project: str | None = None) -> int:
         if project is None:

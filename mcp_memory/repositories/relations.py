@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from mcp_memory.db import Row
 from mcp_memory.ids import SCOPE_MARK, kind_of
 from mcp_memory.models.records import Relation
-from mcp_memory.repositories.base import Repository, placeholders, row_dict
+from mcp_memory.repositories.base import Repository, chunked, placeholders, row_dict
 
 _COLUMNS = "id, project, source_id, target_id, type, weight, note, created_at, updated_at"
 
@@ -77,41 +77,43 @@ class RelationRepository(Repository):
         self, project: str, ids: Sequence[str], direction: str, types: Sequence[str] | None
     ) -> list[Relation]:
         """Edges of the project leaving (out), entering (in) or touching (both) any of `ids`."""
-        if not ids:
-            return []
-        marks = placeholders(len(ids))
-        sides = {"out": f"source_id IN ({marks})", "in": f"target_id IN ({marks})"}
-        where = sides.get(direction, f"(source_id IN ({marks}) OR target_id IN ({marks}))")
-        params: list[object] = [project, *ids, *(ids if direction == "both" else [])]
-        if types:
-            where += f" AND type IN ({placeholders(len(types))})"
-            params.extend(types)
-        rows = await self.conn.fetchall(
-            f"SELECT {_COLUMNS} FROM relations WHERE project = ? AND {where} ORDER BY weight DESC, id", params
-        )
-        return [_relation(r) for r in rows]
+        found: dict[str, Relation] = {}  # an edge between two of `ids` may come in two chunks
+        for chunk in chunked(ids):
+            marks = placeholders(len(chunk))
+            sides = {"out": f"source_id IN ({marks})", "in": f"target_id IN ({marks})"}
+            where = sides.get(direction, f"(source_id IN ({marks}) OR target_id IN ({marks}))")
+            params: list[object] = [project, *chunk, *(chunk if direction == "both" else [])]
+            if types:
+                where += f" AND type IN ({placeholders(len(types))})"
+                params.extend(types)
+            rows = await self.conn.fetchall(f"SELECT {_COLUMNS} FROM relations WHERE project = ? AND {where}", params)
+            found.update((r["id"], _relation(r)) for r in rows)
+        return sorted(found.values(), key=lambda r: (-r.weight, r.id))
 
     async def delete_touching(self, ids: Sequence[str]) -> list[str]:
         """Delete every relation whose source or target is among `ids`; returns the relation ids."""
-        if not ids:
-            return []
-        marks = placeholders(len(ids))
-        rows = await self.conn.fetchall(
-            f"SELECT id FROM relations WHERE source_id IN ({marks}) OR target_id IN ({marks})", (*ids, *ids)
-        )
-        found = [r[0] for r in rows]
-        if found:
-            await self.conn.execute(f"DELETE FROM relations WHERE id IN ({placeholders(len(found))})", found)
+        found: list[str] = []
+        for chunk in chunked(ids):
+            marks = placeholders(len(chunk))
+            rows = await self.conn.fetchall(
+                f"SELECT id FROM relations WHERE source_id IN ({marks}) OR target_id IN ({marks})", (*chunk, *chunk)
+            )
+            doomed = [r[0] for r in rows]
+            if doomed:  # deleted chunk by chunk, so an edge between two chunks is found (and listed) once
+                await self.conn.execute(f"DELETE FROM relations WHERE id IN ({placeholders(len(doomed))})", doomed)
+            found += doomed
         return found
 
     async def pointed_at(self, ids: Sequence[str]) -> set[str]:
         """Which of `ids` are the target of at least one relation."""
-        if not ids:
-            return set()
-        rows = await self.conn.fetchall(
-            f"SELECT DISTINCT target_id FROM relations WHERE target_id IN ({placeholders(len(ids))})", tuple(ids)
-        )
-        return {r[0] for r in rows}
+        found: set[str] = set()
+        for chunk in chunked(ids):
+            rows = await self.conn.fetchall(
+                f"SELECT DISTINCT target_id FROM relations WHERE target_id IN ({placeholders(len(chunk))})",
+                tuple(chunk),
+            )
+            found.update(r[0] for r in rows)
+        return found
 
 
 class RecordNames(Repository):
@@ -125,16 +127,17 @@ class RecordNames(Repository):
         found: dict[str, tuple[str, str]] = {}
         for kind, kind_ids in by_kind.items():
             table, title = _TITLES[kind]
-            rows = await self.conn.fetchall(
-                f"SELECT id, {title} FROM {table} WHERE id IN ({placeholders(len(kind_ids))}) "
-                f"AND +project IN ({placeholders(len(scopes))})",
-                (*kind_ids, *scopes),
-            )
-            found.update((r[0], (kind, str(r[1]))) for r in rows)
+            for chunk in chunked(kind_ids):
+                rows = await self.conn.fetchall(
+                    f"SELECT id, {title} FROM {table} WHERE id IN ({placeholders(len(chunk))}) "
+                    f"AND +project IN ({placeholders(len(scopes))})",
+                    (*chunk, *scopes),
+                )
+                found.update((r[0], (kind, str(r[1]))) for r in rows)
         return found
 
     async def delete(self, kind: str, ids: Sequence[str]) -> None:
         """Delete records of one kind by id (foreign keys cascade to their links)."""
-        if ids:
-            table, _ = _TITLES[kind]
-            await self.conn.execute(f"DELETE FROM {table} WHERE id IN ({placeholders(len(ids))})", tuple(ids))
+        table, _ = _TITLES[kind]
+        for chunk in chunked(ids):
+            await self.conn.execute(f"DELETE FROM {table} WHERE id IN ({placeholders(len(chunk))})", tuple(chunk))
