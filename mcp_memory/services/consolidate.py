@@ -1,16 +1,16 @@
 """Consolidate: one maintenance pass that folds history into knowledge and keeps the store lean.
 
 Steps, in order: relink memory version chains left out of line; merge near-duplicate memories into
-version chains; promote facts that recur in
-`promote_min_sessions` sessions into memories (never one a forgotten memory said); crystallize ended
-sessions without a current summary; persist lesson decay and soft-delete faded lessons; fold sessions
-down to the cap; prune outcomes older than `outcome_retention_days` whose task type has a heuristic
-that holds; drop heuristics that no longer hold; last, delete stored search words no record uses
-(services/indexing.py, sweep_terms). A heuristic holds while the success share its
-evidence gives it is above `heuristic_min_success`: time alone never drops one (it only fades, like
-any lesson). Outcomes are pruned only in favour of a heuristic that outlives the same pass, and what
-they showed moves into its tally, so the store never loses both the evidence and the conclusion.
-Nothing that a relation points to is deleted, and pinned slots and open actions are never touched.
+version chains; promote facts that recur in `promote_min_sessions` sessions into memories (never one
+a forgotten memory said); crystallize ended sessions without a current summary; persist lesson decay
+and soft-delete faded lessons; fold sessions down to the cap; prune outcomes older than
+`outcome_retention_days` whose task type has a heuristic that holds; drop heuristics that no longer
+hold; last, delete stored search words no record uses (services/indexing.py, sweep_terms). A
+heuristic holds while the success share its evidence gives it is above `heuristic_min_success`: time
+alone never drops one (it only fades, like any lesson). Outcomes are pruned only in favour of a
+heuristic that outlives the same pass, and what they showed moves into its tally, so the store never
+loses both the evidence and the conclusion. Nothing that a relation points to is deleted, and pinned
+slots and open actions are never touched.
 
 The whole pass is one transaction, so a cancelled pass leaves nothing behind, and a dry run is the
 same pass rolled back: it reports exactly what a real run would do, except the ids of records the
