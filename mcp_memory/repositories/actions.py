@@ -70,13 +70,10 @@ class ActionRepository(Repository):
         )
 
     async def get_many(self, ids: Sequence[str], project: str) -> list[Action]:
-        by_id: dict[str, Action] = {}
-        for chunk in chunked(ids):
-            rows = await self.conn.fetchall(
-                f"SELECT {_COLUMNS} FROM actions WHERE +project = ? AND id IN ({placeholders(len(chunk))})",
-                (project, *chunk),
-            )
-            by_id.update((r["id"], _action(r)) for r in rows)
+        rows = await self.fetch_in(
+            f"SELECT {_COLUMNS} FROM actions WHERE +project = ? AND id IN ({{ids}})", ids, (project,)
+        )
+        by_id = {r["id"]: _action(r) for r in rows}
         return [by_id[i] for i in ids if i in by_id]
 
     async def dependencies(self, ids: Sequence[str]) -> dict[str, list[tuple[str, str]]]:

@@ -24,6 +24,19 @@ class Repository:
     def __init__(self, conn: Conn) -> None:
         self.conn = conn
 
+    async def fetch_in(self, sql: str, ids: Sequence[Any], before: Sequence[Any] = ()) -> list[Row]:
+        """The rows of `sql`, where `{ids}` stands for the list `ids` (bound after the parameters
+        `before`), a chunk of ids per statement."""
+        rows: list[Row] = []
+        for chunk in chunked(ids):
+            rows += await self.conn.fetchall(sql.replace("{ids}", placeholders(len(chunk))), (*before, *chunk))
+        return rows
+
+    async def delete_in(self, table: str, ids: Sequence[Any]) -> None:
+        """Delete the rows of `table` whose id is among `ids`, a chunk per statement."""
+        for chunk in chunked(ids):
+            await self.conn.execute(f"DELETE FROM {table} WHERE id IN ({placeholders(len(chunk))})", tuple(chunk))
+
 
 def dump_json(value: Any) -> str:
     """JSON text of a structured column (lists, objects)."""

@@ -6,7 +6,7 @@ from collections.abc import Sequence
 
 from mcp_memory.db import Row
 from mcp_memory.models.records import Lesson
-from mcp_memory.repositories.base import Repository, chunked, dump_json, placeholders, row_dict
+from mcp_memory.repositories.base import Repository, dump_json, placeholders, row_dict
 
 _COLUMNS = (
     "id, project, agent_id, kind, content, context, tags, task_type, confidence, reinforcements, fingerprint, "
@@ -76,14 +76,12 @@ class LessonRepository(Repository):
         return None if row is None else _lesson(row)
 
     async def get_many(self, ids: Sequence[str], scopes: Sequence[str]) -> list[Lesson]:
-        by_id: dict[str, Lesson] = {}
-        for chunk in chunked(ids):
-            rows = await self.conn.fetchall(
-                f"SELECT {_COLUMNS} FROM lessons WHERE id IN ({placeholders(len(chunk))}) "
-                f"AND +project IN ({placeholders(len(scopes))})",
-                (*chunk, *scopes),
-            )
-            by_id.update((r["id"], _lesson(r)) for r in rows)
+        rows = await self.fetch_in(
+            f"SELECT {_COLUMNS} FROM lessons WHERE +project IN ({placeholders(len(scopes))}) AND id IN ({{ids}})",
+            ids,
+            scopes,
+        )
+        by_id = {r["id"]: _lesson(r) for r in rows}
         return [by_id[i] for i in ids if i in by_id]
 
     async def by_fingerprint(self, project: str, fingerprint: str) -> Lesson | None:
@@ -121,8 +119,7 @@ class LessonRepository(Repository):
         return [_lesson(r) for r in rows]
 
     async def delete(self, ids: Sequence[str]) -> None:
-        for chunk in chunked(ids):
-            await self.conn.execute(f"DELETE FROM lessons WHERE id IN ({placeholders(len(chunk))})", tuple(chunk))
+        await self.delete_in("lessons", ids)
 
     async def count(self, project: str | None = None) -> int:
         if project is None:

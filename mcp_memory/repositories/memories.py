@@ -63,13 +63,10 @@ class MemoryRepository(Repository):
         return found
 
     async def get_many(self, ids: Sequence[str], project: str) -> list[Memory]:
-        by_id: dict[str, Memory] = {}
-        for chunk in chunked(ids):
-            rows = await self.conn.fetchall(
-                f"SELECT {_COLUMNS} FROM memories WHERE +project = ? AND id IN ({placeholders(len(chunk))})",
-                (project, *chunk),
-            )
-            by_id.update((r["id"], _memory(r)) for r in rows)
+        rows = await self.fetch_in(
+            f"SELECT {_COLUMNS} FROM memories WHERE +project = ? AND id IN ({{ids}})", ids, (project,)
+        )
+        by_id = {r["id"]: _memory(r) for r in rows}
         return [by_id[i] for i in ids if i in by_id]
 
     async def chain(self, root_id: str, project: str) -> list[Memory]:

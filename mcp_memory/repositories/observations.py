@@ -56,13 +56,10 @@ class ObservationRepository(Repository):
 
     async def get_many(self, ids: Sequence[str], project: str) -> list[Observation]:
         """The observations among `ids` that exist in `project`, in the order of `ids`."""
-        by_id: dict[str, Observation] = {}
-        for chunk in chunked(ids):
-            rows = await self.conn.fetchall(
-                f"SELECT {_COLUMNS} FROM observations WHERE +project = ? AND id IN ({placeholders(len(chunk))})",
-                (project, *chunk),
-            )
-            by_id.update((r["id"], _obs(r)) for r in rows)
+        rows = await self.fetch_in(
+            f"SELECT {_COLUMNS} FROM observations WHERE +project = ? AND id IN ({{ids}})", ids, (project,)
+        )
+        by_id = {r["id"]: _obs(r) for r in rows}
         return [by_id[i] for i in ids if i in by_id]
 
     async def page(
@@ -228,8 +225,7 @@ class ObservationRepository(Repository):
         return [_obs(r) for r in rows]
 
     async def delete(self, ids: Sequence[str]) -> None:
-        for chunk in chunked(ids):
-            await self.conn.execute(f"DELETE FROM observations WHERE id IN ({placeholders(len(chunk))})", tuple(chunk))
+        await self.delete_in("observations", ids)
 
     async def count(self, project: str | None = None) -> int:
         if project is None:

@@ -54,13 +54,10 @@ class OutcomeRepository(Repository):
         )
 
     async def get_many(self, ids: Sequence[str], project: str) -> list[Outcome]:
-        by_id: dict[str, Outcome] = {}
-        for chunk in chunked(ids):
-            rows = await self.conn.fetchall(
-                f"SELECT {_OUTCOME_COLUMNS} FROM outcomes WHERE +project = ? AND id IN ({placeholders(len(chunk))})",
-                (project, *chunk),
-            )
-            by_id.update((r["id"], _outcome(r)) for r in rows)
+        rows = await self.fetch_in(
+            f"SELECT {_OUTCOME_COLUMNS} FROM outcomes WHERE +project = ? AND id IN ({{ids}})", ids, (project,)
+        )
+        by_id = {r["id"]: _outcome(r) for r in rows}
         return [by_id[i] for i in ids if i in by_id]
 
     async def recent(self, project: str, task_type: str | None = None, limit: int = 200) -> list[Outcome]:
@@ -97,8 +94,7 @@ class OutcomeRepository(Repository):
         return [_outcome(r) for r in rows]
 
     async def delete(self, ids: Sequence[str]) -> None:
-        for chunk in chunked(ids):
-            await self.conn.execute(f"DELETE FROM outcomes WHERE id IN ({placeholders(len(chunk))})", tuple(chunk))
+        await self.delete_in("outcomes", ids)
 
     async def task_type_stats(self, project: str, task_type: str | None = None) -> list[tuple[str, int, int, float]]:
         """(task type, outcomes, successes, mean score) per task type, most outcomes first."""
@@ -121,13 +117,10 @@ class MistakeCardRepository(Repository):
     """Mistake cards, merged by (type, task, correct decision) into one row with a seen count."""
 
     async def get_many(self, ids: Sequence[str], project: str) -> list[MistakeCard]:
-        by_id: dict[str, MistakeCard] = {}
-        for chunk in chunked(ids):
-            rows = await self.conn.fetchall(
-                f"SELECT {_CARD_COLUMNS} FROM mistake_cards WHERE +project = ? AND id IN ({placeholders(len(chunk))})",
-                (project, *chunk),
-            )
-            by_id.update((r["id"], _card(r)) for r in rows)
+        rows = await self.fetch_in(
+            f"SELECT {_CARD_COLUMNS} FROM mistake_cards WHERE +project = ? AND id IN ({{ids}})", ids, (project,)
+        )
+        by_id = {r["id"]: _card(r) for r in rows}
         return [by_id[i] for i in ids if i in by_id]
 
     async def by_key(self, project: str, merge_key: str) -> MistakeCard | None:
@@ -219,5 +212,4 @@ class MistakeCardRepository(Repository):
         return [r[0] for r in rows]
 
     async def delete(self, ids: Sequence[str]) -> None:
-        for chunk in chunked(ids):
-            await self.conn.execute(f"DELETE FROM mistake_cards WHERE id IN ({placeholders(len(chunk))})", tuple(chunk))
+        await self.delete_in("mistake_cards", ids)

@@ -138,6 +138,4 @@ class RecordNames(Repository):
 
     async def delete(self, kind: str, ids: Sequence[str]) -> None:
         """Delete records of one kind by id (foreign keys cascade to their links)."""
-        table, _ = _TITLES[kind]
-        for chunk in chunked(ids):
-            await self.conn.execute(f"DELETE FROM {table} WHERE id IN ({placeholders(len(chunk))})", tuple(chunk))
+        await self.delete_in(_TITLES[kind][0], ids)

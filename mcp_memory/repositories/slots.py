@@ -6,7 +6,7 @@ from collections.abc import Sequence
 
 from mcp_memory.db import Row
 from mcp_memory.models.records import Slot
-from mcp_memory.repositories.base import Repository, chunked, placeholders, row_dict
+from mcp_memory.repositories.base import Repository, placeholders, row_dict
 
 _COLUMNS = "id, project, name, content, size_limit, pinned, description, created_at, updated_at"
 
@@ -23,14 +23,12 @@ class SlotRepository(Repository):
         return None if row is None else _slot(row)
 
     async def get_many(self, ids: Sequence[str], scopes: Sequence[str]) -> list[Slot]:
-        by_id: dict[str, Slot] = {}
-        for chunk in chunked(ids):
-            rows = await self.conn.fetchall(
-                f"SELECT {_COLUMNS} FROM slots WHERE id IN ({placeholders(len(chunk))}) "
-                f"AND +project IN ({placeholders(len(scopes))})",
-                (*chunk, *scopes),
-            )
-            by_id.update((r["id"], _slot(r)) for r in rows)
+        rows = await self.fetch_in(
+            f"SELECT {_COLUMNS} FROM slots WHERE +project IN ({placeholders(len(scopes))}) AND id IN ({{ids}})",
+            ids,
+            scopes,
+        )
+        by_id = {r["id"]: _slot(r) for r in rows}
         return [by_id[i] for i in ids if i in by_id]
 
     async def in_scopes(self, scopes: Sequence[str]) -> list[Slot]:
