@@ -7,7 +7,7 @@ from collections.abc import Sequence
 
 from mcp_memory.db import Row
 from mcp_memory.models.records import Action
-from mcp_memory.repositories.base import Repository, chunked, dump_json, placeholders, row_dict
+from mcp_memory.repositories.base import Repository, dump_json, placeholders, row_dict
 
 _COLUMNS = (
     "id, project, agent_id, title, description, status, priority, parent_id, tags, due, completed_at, "
@@ -79,28 +79,25 @@ class ActionRepository(Repository):
     async def dependencies(self, ids: Sequence[str]) -> dict[str, list[tuple[str, str]]]:
         """For each action, its dependencies as (id, status)."""
         found: dict[str, list[tuple[str, str]]] = {i: [] for i in ids}
-        for chunk in chunked(ids):
-            rows = await self.conn.fetchall(
-                "SELECT d.action_id, d.depends_on, a.status FROM action_dependencies d "
-                f"JOIN actions a ON a.id = d.depends_on WHERE d.action_id IN ({placeholders(len(chunk))}) "
-                "ORDER BY d.depends_on",
-                tuple(chunk),
-            )
-            for action_id, dep, status in rows:
-                found[action_id].append((dep, status))
+        rows = await self.fetch_in(
+            "SELECT d.action_id, d.depends_on, a.status FROM action_dependencies d "
+            "JOIN actions a ON a.id = d.depends_on WHERE d.action_id IN ({ids}) ORDER BY d.depends_on",
+            ids,
+        )
+        for action_id, dep, status in rows:
+            found[action_id].append((dep, status))
         return found
 
     async def child_counts(self, ids: Sequence[str]) -> dict[str, tuple[int, int]]:
         """For each action, (children, children done or cancelled)."""
         found = dict.fromkeys(ids, (0, 0))
-        for chunk in chunked(ids):
-            rows = await self.conn.fetchall(
-                "SELECT parent_id, count(*), sum(status IN ('done', 'cancelled')) FROM actions "
-                f"WHERE parent_id IN ({placeholders(len(chunk))}) GROUP BY parent_id",
-                tuple(chunk),
-            )
-            for parent, total, done in rows:
-                found[parent] = (int(total), int(done or 0))
+        rows = await self.fetch_in(
+            "SELECT parent_id, count(*), sum(status IN ('done', 'cancelled')) FROM actions "
+            "WHERE parent_id IN ({ids}) GROUP BY parent_id",
+            ids,
+        )
+        for parent, total, done in rows:
+            found[parent] = (int(total), int(done or 0))
         return found
 
     async def open_children(self, action_id: str) -> list[str]:

@@ -45,11 +45,8 @@ class EmbeddingRepository(Repository):
         )
         if doc_ids is None:
             return [StoredVector._make(r) for r in await self.conn.fetchall(query, (model,))]
-        found: list[StoredVector] = []
-        for chunk in chunked(doc_ids):
-            rows = await self.conn.fetchall(f"{query} AND e.doc_id IN ({placeholders(len(chunk))})", (model, *chunk))
-            found.extend(StoredVector._make(r) for r in rows)
-        return found
+        rows = await self.fetch_in(f"{query} AND e.doc_id IN ({{ids}})", doc_ids, (model,))
+        return [StoredVector._make(r) for r in rows]
 
     async def lacking(self, model: str) -> list[tuple[str, str]]:
         """(doc_id, digest) of every indexed record without a current vector of `model`."""

@@ -34,22 +34,14 @@ class ForgottenRepository(Repository):
             by_table[table_of(record_id)].append(record_id)
         found: dict[str, str] = {}
         for table, table_ids in sorted(by_table.items()):
-            for chunk in chunked(table_ids):
-                rows = await self.conn.fetchall(
-                    f"SELECT t.id, t.project FROM {table} t JOIN forgotten f ON f.id = t.id "
-                    f"WHERE t.id IN ({placeholders(len(chunk))}) AND t.project = f.project "
-                    "AND t.created_at <= f.forgotten_at",
-                    tuple(chunk),
-                )
-                found.update((str(r[0]), str(r[1])) for r in rows)
+            rows = await self.fetch_in(
+                f"SELECT t.id, t.project FROM {table} t JOIN forgotten f ON f.id = t.id "
+                "WHERE t.id IN ({ids}) AND t.project = f.project AND t.created_at <= f.forgotten_at",
+                table_ids,
+            )
+            found.update((str(r[0]), str(r[1])) for r in rows)
         return found
 
     async def unforget(self, ids: Sequence[str]) -> int:
         """Drop the notes of `ids` (records brought back on purpose); returns how many there were."""
-        dropped = 0
-        for chunk in chunked(ids):
-            rows = await self.conn.fetchall(
-                f"DELETE FROM forgotten WHERE id IN ({placeholders(len(chunk))}) RETURNING id", tuple(chunk)
-            )
-            dropped += len(rows)
-        return dropped
+        return len(await self.fetch_in("DELETE FROM forgotten WHERE id IN ({ids}) RETURNING id", ids))

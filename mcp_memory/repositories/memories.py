@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from mcp_memory.db import Row
 from mcp_memory.errors import NotFoundError
 from mcp_memory.models.records import Memory
-from mcp_memory.repositories.base import Repository, chunked, dump_json, placeholders, row_dict
+from mcp_memory.repositories.base import Repository, dump_json, placeholders, row_dict
 
 _COLUMNS = (
     "id, project, agent_id, session_id, kind, title, content, concepts, files, importance, ref, "
@@ -79,17 +79,17 @@ class MemoryRepository(Repository):
 
     async def versions_of(self, ids: Sequence[str], project: str) -> dict[str, list[str]]:
         """For each of `ids` that is a memory of the project, every version id of its chain, latest first."""
+        rows = await self.fetch_in(
+            "SELECT asked.id, version.id FROM memories AS asked "
+            "JOIN memories AS version ON version.root_id = asked.root_id AND version.project = asked.project "
+            "WHERE asked.project = ? AND asked.id IN ({ids}) "
+            "ORDER BY version.is_latest DESC, version.version DESC, version.id",
+            ids,
+            (project,),
+        )
         found: dict[str, list[str]] = {}
-        for chunk in chunked(ids):
-            rows = await self.conn.fetchall(
-                "SELECT asked.id, version.id FROM memories AS asked "
-                "JOIN memories AS version ON version.root_id = asked.root_id AND version.project = asked.project "
-                f"WHERE asked.project = ? AND asked.id IN ({placeholders(len(chunk))}) "
-                "ORDER BY version.is_latest DESC, version.version DESC, version.id",
-                (project, *chunk),
-            )
-            for row in rows:
-                found.setdefault(row[0], []).append(row[1])
+        for row in rows:
+            found.setdefault(row[0], []).append(row[1])
         return found
 
     async def mark_superseded(self, mem_id: str, by: str, at: str) -> None:
@@ -185,15 +185,12 @@ class MemoryRepository(Repository):
 
     async def latest_in_sessions(self, session_ids: Sequence[str], project: str) -> list[Memory]:
         """Latest memory versions saved in any of these sessions."""
-        found: list[Memory] = []
-        for chunk in chunked(session_ids):
-            rows = await self.conn.fetchall(
-                f"SELECT {_COLUMNS} FROM memories WHERE project = ? AND is_latest = 1 "
-                f"AND session_id IN ({placeholders(len(chunk))})",
-                (project, *chunk),
-            )
-            found += [_memory(r) for r in rows]
-        return found
+        rows = await self.fetch_in(
+            f"SELECT {_COLUMNS} FROM memories WHERE project = ? AND is_latest = 1 AND session_id IN ({{ids}})",
+            session_ids,
+            (project,),
+        )
+        return [_memory(r) for r in rows]
 
     async def latest_updated_between(self, project: str, start: str | None, end: str | None) -> list[Memory]:
         """Latest memory versions last updated within [start, end] (either end open), oldest first."""

@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from mcp_memory.db import Row
 from mcp_memory.errors import NotFoundError
 from mcp_memory.models.records import Observation
-from mcp_memory.repositories.base import Repository, chunked, dump_json, placeholders, row_dict
+from mcp_memory.repositories.base import Repository, dump_json, placeholders, row_dict
 
 _COLUMNS = (
     "id, project, session_id, agent_id, seq, type, title, content, facts, concepts, files, importance, "
@@ -157,10 +157,9 @@ class ObservationRepository(Repository):
         if ids is None:
             rows = list(await self.conn.fetchall(f"{query} ORDER BY {_WHEN}, seq", (project,)))
         else:
-            rows = []
-            for chunk in chunked(ids):
-                rows += await self.conn.fetchall(f"{query} AND id IN ({placeholders(len(chunk))})", (project, *chunk))
-            rows.sort(key=lambda r: (r[3], r[4]))
+            rows = sorted(
+                await self.fetch_in(f"{query} AND id IN ({{ids}})", ids, (project,)), key=lambda r: (r[3], r[4])
+            )
         return [(r["id"], r["session_id"], json.loads(r["facts"])) for r in rows]
 
     async def least_valuable(self, session_id: str, count: int, keep: Sequence[str] = ()) -> list[Observation]:

@@ -106,14 +106,10 @@ class RelationRepository(Repository):
 
     async def pointed_at(self, ids: Sequence[str]) -> set[str]:
         """Which of `ids` are the target of at least one relation."""
-        found: set[str] = set()
-        for chunk in chunked(ids):
-            rows = await self.conn.fetchall(
-                f"SELECT DISTINCT target_id FROM relations WHERE target_id IN ({placeholders(len(chunk))})",
-                tuple(chunk),
-            )
-            found.update(r[0] for r in rows)
-        return found
+        return {
+            r[0]
+            for r in await self.fetch_in("SELECT DISTINCT target_id FROM relations WHERE target_id IN ({ids})", ids)
+        }
 
 
 class RecordNames(Repository):
@@ -127,13 +123,12 @@ class RecordNames(Repository):
         found: dict[str, tuple[str, str]] = {}
         for kind, kind_ids in by_kind.items():
             table, title = _TITLES[kind]
-            for chunk in chunked(kind_ids):
-                rows = await self.conn.fetchall(
-                    f"SELECT id, {title} FROM {table} WHERE id IN ({placeholders(len(chunk))}) "
-                    f"AND +project IN ({placeholders(len(scopes))})",
-                    (*chunk, *scopes),
-                )
-                found.update((r[0], (kind, str(r[1]))) for r in rows)
+            rows = await self.fetch_in(
+                f"SELECT id, {title} FROM {table} WHERE +project IN ({placeholders(len(scopes))}) AND id IN ({{ids}})",
+                kind_ids,
+                scopes,
+            )
+            found.update((r[0], (kind, str(r[1]))) for r in rows)
         return found
 
     async def delete(self, kind: str, ids: Sequence[str]) -> None:

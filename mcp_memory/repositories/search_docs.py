@@ -30,13 +30,7 @@ class SearchDocRepository(Repository):
 
     async def existing_term_ids(self, ids: Sequence[int]) -> set[int]:
         """Those of the term `ids` that are still stored."""
-        found: set[int] = set()
-        for chunk in chunked(ids):
-            rows = await self.conn.fetchall(
-                f"SELECT id FROM search_terms WHERE id IN ({placeholders(len(chunk))})", tuple(chunk)
-            )
-            found.update(r[0] for r in rows)
-        return found
+        return {r[0] for r in await self.fetch_in("SELECT id FROM search_terms WHERE id IN ({ids})", ids)}
 
     async def all_term_ids(self) -> set[int]:
         """The id of every stored term."""
@@ -44,13 +38,8 @@ class SearchDocRepository(Repository):
 
     async def delete_terms(self, ids: Sequence[int]) -> dict[str, int]:
         """Delete terms by id; returns the (term -> id) pairs deleted."""
-        deleted: dict[str, int] = {}
-        for chunk in chunked(ids):
-            rows = await self.conn.fetchall(
-                f"DELETE FROM search_terms WHERE id IN ({placeholders(len(chunk))}) RETURNING term, id", tuple(chunk)
-            )
-            deleted.update((r[0], r[1]) for r in rows)
-        return deleted
+        rows = await self.fetch_in("DELETE FROM search_terms WHERE id IN ({ids}) RETURNING term, id", ids)
+        return {r[0]: r[1] for r in rows}
 
     async def vocabulary(self, after_id: int = 0) -> dict[str, int]:
         """Every term with its id (or only those newer than `after_id`)."""
@@ -83,24 +72,12 @@ class SearchDocRepository(Repository):
         return docs
 
     async def get_many(self, doc_ids: Sequence[str]) -> list[IndexDoc]:
-        docs: list[IndexDoc] = []
-        for chunk in chunked(doc_ids):
-            rows = await self.conn.fetchall(
-                f"SELECT {_COLUMNS} FROM search_docs WHERE doc_id IN ({placeholders(len(chunk))})",
-                chunk,
-            )
-            docs.extend(IndexDoc._make(r) for r in rows)
-        return docs
+        rows = await self.fetch_in(f"SELECT {_COLUMNS} FROM search_docs WHERE doc_id IN ({{ids}})", doc_ids)
+        return [IndexDoc._make(r) for r in rows]
 
     async def term_blobs(self, doc_ids: Sequence[str]) -> list[bytes]:
         """The packed terms of those of `doc_ids` that are stored."""
-        blobs: list[bytes] = []
-        for chunk in chunked(doc_ids):
-            rows = await self.conn.fetchall(
-                f"SELECT terms FROM search_docs WHERE doc_id IN ({placeholders(len(chunk))})", chunk
-            )
-            blobs.extend(r[0] for r in rows)
-        return blobs
+        return [r[0] for r in await self.fetch_in("SELECT terms FROM search_docs WHERE doc_id IN ({ids})", doc_ids)]
 
     async def stale_count(self, analyzer: int) -> int:
         """Stored documents analysed by another analyzer version."""
