@@ -59,3 +59,25 @@ async def test_a_trimmed_mistake_card_drops_its_relations(settings: Settings, cl
         assert [c["id"] for c in kept] == second["derived"]["mistake_cards"] != [doomed]
         assert await reachable(client, memory) == []
         assert await round_trips(client, tmp_path) == 0
+
+
+async def test_a_forget_lists_the_relations_it_takes_and_its_dry_run_lists_the_same(client: Client) -> None:
+    memory = (await call(client, "memory_save", content="The staging database lives on port 5433."))["id"]
+    note = (await call(client, "memory_observe", content="Checked the staging port.", session_id="s1"))["id"]
+    other = (await call(client, "memory_save", content="Backups run nightly at two."))["id"]
+    await relate(client, memory, note)
+    await relate(client, other, memory)
+    await relate(client, other, note)
+    edges = {e["id"] for e in (await call(client, "memory_related", id=memory))["edges"]}
+
+    planned = await call(client, "memory_forget", ids=[memory], dry_run=True)
+    done = await call(client, "memory_forget", ids=[memory])
+
+    assert len(edges) == 2
+    assert planned["deleted"] == {"observation": [], "memory": [memory], "session": [], "relation": sorted(edges)}
+    assert planned["counts"]["relation"] == 2
+    assert planned["total"] == 3
+    assert done["deleted"] == planned["deleted"]
+    assert done["dry_run"] is False
+    # the edge between two records that stay is untouched
+    assert await reachable(client, other) == [note]

@@ -42,7 +42,9 @@ async def _history(client: Client, clock: FakeClock) -> dict[str, Any]:
     clock.advance(minutes=1)
     second = await call(client, "memory_save", content=ADDRESS.replace("12", "14"), supersedes=first["id"])
     made["chain"] = [first["id"], second["id"]]
-    await call(client, "memory_relate", source_id=second["id"], target_id=made["s2"])
+    made["relation"] = (await call(client, "memory_relate", source_id=second["id"], target_id=made["s2"]))["relation"][
+        "id"
+    ]
     made["lesson"] = (await call(client, "memory_lesson_save", content="Pin the runner image version."))["lesson"]["id"]
     await call(client, "memory_slot_create", name="scratch", content="Half an idea.")
     return made
@@ -74,7 +76,7 @@ async def test_a_forget_reaches_the_other_machine_and_its_copy_never_brings_it_b
         related_on_b = await call(b, "memory_related", id=made["s2"])
         sessions_on_b = await call(b, "memory_sessions")
 
-    gone = {made["chain"][0], made["chain"][1], "s1", *made["s1"], made["lesson"]}
+    gone = {made["chain"][0], made["chain"][1], "s1", *made["s1"], made["lesson"], made["relation"]}
     assert forgot["total"] == len(gone)
     assert into_a["forgotten"] == len(gone)  # written by the import, then deleted again in it
     assert a_after["tables"] == after_forgetting["tables"]

@@ -68,7 +68,7 @@ async def test_forgetting_more_records_than_a_statement_binds(settings: Settings
         health = await call(client, "memory_diagnose")
         related = await call(client, "memory_related", id=anchor)
 
-    assert planned["counts"] == forgotten["counts"] == {"observation": MANY, "memory": 0, "session": 1}
+    assert planned["counts"] == forgotten["counts"] == {"observation": MANY, "memory": 0, "session": 1, "relation": 1}
     assert health["counts"]["observations"] == 0
     assert health["index_in_sync"] is True
     assert [n["id"] for n in related["nodes"] if n["id"] != anchor] == []  # its relation went with the step

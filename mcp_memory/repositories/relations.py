@@ -90,18 +90,21 @@ class RelationRepository(Repository):
             found.update((r["id"], _relation(r)) for r in rows)
         return sorted(found.values(), key=lambda r: (-r.weight, r.id))
 
-    async def delete_touching(self, ids: Sequence[str]) -> list[str]:
-        """Delete every relation whose source or target is among `ids`; returns the relation ids."""
-        found: list[str] = []
+    async def ids_touching(self, ids: Sequence[str]) -> list[str]:
+        """Ids of every relation (of any project) whose source or target is among `ids`."""
+        found: dict[str, None] = {}  # an edge between two of `ids` may come in two chunks
         for chunk in chunked(ids):
             marks = placeholders(len(chunk))
             rows = await self.conn.fetchall(
                 f"SELECT id FROM relations WHERE source_id IN ({marks}) OR target_id IN ({marks})", (*chunk, *chunk)
             )
-            doomed = [r[0] for r in rows]
-            if doomed:  # deleted chunk by chunk, so an edge between two chunks is found (and listed) once
-                await self.conn.execute(f"DELETE FROM relations WHERE id IN ({placeholders(len(doomed))})", doomed)
-            found += doomed
+            found.update(dict.fromkeys(r[0] for r in rows))
+        return list(found)
+
+    async def delete_touching(self, ids: Sequence[str]) -> list[str]:
+        """Delete every relation whose source or target is among `ids`; returns the relation ids."""
+        found = await self.ids_touching(ids)
+        await self.delete_in("relations", found)
         return found
 
     async def pointed_at(self, ids: Sequence[str]) -> set[str]:

@@ -23,14 +23,13 @@ from mcp_memory.repositories.lessons import LessonRepository
 from mcp_memory.repositories.memories import MemoryRepository
 from mcp_memory.repositories.meta import MetaRepository
 from mcp_memory.repositories.observations import ObservationRepository
-from mcp_memory.repositories.relations import RecordNames
+from mcp_memory.repositories.relations import RecordNames, RelationRepository
 from mcp_memory.repositories.sessions import SessionRepository
 from mcp_memory.services.common import GLOBAL_PROJECT, Service, time_window
 from mcp_memory.services.compress import shorten
 from mcp_memory.services.episodic_docs import digest_line_minute, observation_doc, session_doc_of
 from mcp_memory.services.index_build import FORGET_ACTION
 from mcp_memory.services.memories import memory_doc
-from mcp_memory.services.relations import drop_relations
 
 FILTERABLE = ("observation", "memory", "session", "lesson")
 """Kinds memory_forget can select by filter; every kind can be deleted by id."""
@@ -59,6 +58,11 @@ class _Plan:
     others: dict[str, list[str]] = field(default_factory=dict)
     digest_lines: dict[str, list[int]] = field(default_factory=dict)
     """Sessions that stay, with the positions of the folded observations' lines to cut from their digest."""
+
+    def doomed(self) -> list[str]:
+        """Every record id the plan deletes (a folded observation's line is its session's update)."""
+        found = [*self.observations, *self.memories, *self.sessions, *self.lessons]
+        return list(dict.fromkeys([*found, *(i for ids in self.others.values() for i in ids)]))
 
     def as_dict(self) -> dict[str, list[str]]:
         found = {
@@ -140,9 +144,7 @@ class ForgetService(Service):
             records = RecordNames(tx)
             for other_kind, other_ids in plan.others.items():
                 await records.delete(other_kind, other_ids)
-            doomed = [*plan.observations, *plan.memories, *plan.sessions, *plan.lessons]
-            doomed += [i for ids_of_kind in plan.others.values() for i in ids_of_kind]
-            await drop_relations(tx, doomed)
+            doomed = plan.doomed()  # with the relations touching them, deleted above as records of their own
             await self.deps.indexer.drop(tx, doomed)
             await self.deps.indexer.put_many(tx, [memory_doc(m) for m in await memories.get_many(orphans, project)])
             for kind_name, id_list in plan.as_dict().items():
@@ -294,6 +296,9 @@ class ForgetService(Service):
         for root in dict.fromkeys(plan.memory_roots):
             plan.memories += [m.id for m in await memories.chain(root, project)]
         plan.memory_roots = list(dict.fromkeys(plan.memory_roots))
+        # An edge cannot outlive either end: the records' relations go with them, and are listed.
+        if edges := await RelationRepository(conn).ids_touching(plan.doomed()):
+            plan.others.setdefault("relation", []).extend(edges)
         return plan
 
     @staticmethod

@@ -121,7 +121,7 @@ async def memory_forget(
     dry_run: Annotated[bool, Field(description="Only report what would be deleted.")] = False,
     project: Project = None,
 ) -> ForgetResult:
-    """Delete records for good, by id or by filter (a whole memory chain, a session with its observations)."""
+    """Delete records for good, by id or filter (whole memory chains, sessions with their observations, relations)."""
     return await app_of(ctx).forget.forget(
         await project_of(ctx, project),
         ids=ids,
