@@ -149,6 +149,7 @@ async def open_app(
                 },
                 memories.join_apart,
                 forget.forget_again,
+                episodic.fold,
             ),
             diagnosis=DiagnoseService(deps),
             lessons=lessons,

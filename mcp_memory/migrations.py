@@ -367,6 +367,20 @@ _V10_OBSERVATIONS_BY_TYPE = [
     "CREATE INDEX observations_by_type ON observations (project, type, coalesce(occurred_at, created_at))",
 ]
 
+_V11_FOLDED_OBSERVATIONS = [
+    # A folded observation's row is deleted and a line of its session's digest stands for it; an
+    # import of a copy made before the fold brought the row back beside the line (counted twice).
+    # Its id is kept here (never its text), and travels with exports, so no copy stores it again.
+    """CREATE TABLE folded_observations (
+        id          TEXT PRIMARY KEY,
+        project     TEXT NOT NULL,
+        session_id  TEXT NOT NULL REFERENCES sessions (id) ON DELETE CASCADE,
+        happened_at TEXT NOT NULL,
+        folded_at   TEXT NOT NULL
+    )""",
+    "CREATE INDEX folded_observations_by_session ON folded_observations (session_id, happened_at)",
+]
+
 MIGRATIONS: list[tuple[int, str, list[str]]] = [
     (1, "foundation: every table of the product reference", _V1_FOUNDATION),
     (2, "ranking attributes on stored terms; embedding vectors", _V2_RANKING_AND_VECTORS),
@@ -382,4 +396,5 @@ MIGRATIONS: list[tuple[int, str, list[str]]] = [
     (8, "no index on the profile's counts: writes cost more than the reads it spared", _V8_NO_TALLY_INDEX),
     (9, "the ids of forgotten records, so imports do not bring them back", _V9_FORGOTTEN_RECORDS),
     (10, "an index on observations by type, for filtered lists", _V10_OBSERVATIONS_BY_TYPE),
+    (11, "the ids of folded observations, so imports do not store them again", _V11_FOLDED_OBSERVATIONS),
 ]

@@ -205,4 +205,4 @@ async def test_a_session_with_folds_and_a_backdated_turn_round_trips_into_a_fres
 
     assert [seq for seq, _ in positions(original, "work")][:2] == [4, 5]  # 1-3 folded away
     assert copied == original
-    assert imported["inserted"] == {"sessions": 1, "observations": 10}
+    assert imported["inserted"] == {"sessions": 1, "folded_observations": 3, "observations": 10}

@@ -216,6 +216,16 @@ class Reflection(Record):
     insights: list[str] = Field(default_factory=list)
 
 
+class FoldedObservation(Record):
+    """An observation folded into its session's digest, by id only: its row is never stored again."""
+
+    id: str
+    project: str
+    session_id: PublicId
+    happened_at: str
+    folded_at: str
+
+
 class ForgottenRecord(Record):
     """A record memory_forget deleted, by id only, so no import brings it back unasked."""
 

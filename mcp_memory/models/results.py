@@ -316,4 +316,9 @@ class ImportResult(BaseModel):
         "came from; that copy's forgets are applied here too). restore_forgotten brings them back.",
     )
     restored: int = Field(0, description="Forgotten records brought back by restore_forgotten.")
+    folded: int = Field(
+        0,
+        description="Observation rows not kept because a copy had folded them into their session's digest "
+        "(a line stands for each there; one is added where the kept session lacked it).",
+    )
     redacted: Redacted = Field(default_factory=dict, description=REDACTED_DESC)

@@ -60,6 +60,15 @@ TABLES: tuple[TableSpec, ...] = (
     # First, so an import knows what was forgotten before the rows that would bring it back.
     TableSpec("forgotten", r.ForgottenRecord, ("id",), stamp="forgotten_at", shared=True, names_any=True),
     TableSpec("sessions", r.Session, ("id",)),
+    # Before the observations: an import knows which of their rows its sessions' digests stand for.
+    TableSpec(
+        "folded_observations",
+        r.FoldedObservation,
+        ("id",),
+        refs=(("session_id", "sessions"),),
+        kind="observation",
+        stamp="folded_at",
+    ),
     TableSpec(
         "observations",
         r.Observation,

@@ -25,6 +25,16 @@ class ForgottenRepository(Repository):
                 (kind, at, *chunk),
             )
 
+    async def note(self, kind: str, project: str, ids: Sequence[str], at: str) -> None:
+        """Note records of one kind and project as forgotten when no row of theirs is left to read
+        (folded observations, whose digest lines were cut)."""
+        await self.conn.executemany(
+            "INSERT INTO forgotten (id, project, kind, forgotten_at) VALUES (?, ?, ?, ?) ON CONFLICT (id) DO UPDATE "
+            "SET project = excluded.project, forgotten_at = excluded.forgotten_at "
+            "WHERE excluded.forgotten_at > forgotten.forgotten_at",
+            [(record_id, project, kind, at) for record_id in ids],
+        )
+
     async def still_stored(self, ids: Sequence[str]) -> dict[str, str]:
         """id -> project of the stored records among `ids` that a note says were forgotten: in the
         project it names, and made no later than the forget. A record made after it under the same

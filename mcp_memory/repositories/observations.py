@@ -226,6 +226,15 @@ class ObservationRepository(Repository):
     async def delete(self, ids: Sequence[str]) -> None:
         await self.delete_in("observations", ids)
 
+    async def folded_but_stored(self, session_ids: Sequence[str]) -> list[Observation]:
+        """Rows of those sessions noted as folded (an import brought them back), in the order they happened."""
+        rows = await self.fetch_in(
+            f"SELECT {', '.join('o.' + c for c in _COLUMNS.split(', '))} FROM observations o "
+            "JOIN folded_observations f ON f.id = o.id WHERE o.session_id IN ({ids})",
+            session_ids,
+        )
+        return sorted(map(_obs, rows), key=lambda o: (o.occurred_at or o.created_at, o.seq, o.id))
+
     async def count(self, project: str | None = None) -> int:
         if project is None:
             return int(await self.conn.fetchval("SELECT count(*) FROM observations"))

@@ -19,6 +19,7 @@ from mcp_memory.models.results import (
     TimelineEntry,
     TimelineResult,
 )
+from mcp_memory.repositories.folded import FoldedRepository
 from mcp_memory.repositories.meta import MetaRepository
 from mcp_memory.repositories.observations import ObservationRepository
 from mcp_memory.repositories.search_docs import SearchDocRepository
@@ -191,25 +192,41 @@ class EpisodicService(Service):
         # once per dozen observations instead of on every one (a cap under 50 stays exact).
         excess = kept - cap + cap // 50
         victims = await observations.least_valuable(session_id, excess, keep=[keep] if keep else [])
+        await self.fold(tx, session_id, project, victims, victims, now)
+        return [v.id for v in victims]
+
+    async def fold(
+        self,
+        tx: Tx,
+        session_id: str,
+        project: str,
+        victims: Sequence[Observation],
+        lined: Sequence[Observation],
+        now: str,
+    ) -> None:
+        """Fold the observations `victims` of a session: their rows go (noted as folded, so no import
+        stores them again) and the `lined` ones among them get a line in the session's digest (the
+        others have one already)."""
         ids = [v.id for v in victims]
-        await observations.delete(ids)
+        await ObservationRepository(tx).delete(ids)
+        await FoldedRepository(tx).note(victims, now)
         await drop_relations(tx, ids)
         await self.deps.indexer.drop(tx, ids)
         for victim in victims:
             tx.changed("observation", victim.id, "fold")
         sessions = SessionRepository(tx)
-        session = await sessions.get(session_id, project)
-        lines = [digest_line(v, session.started_at) for v in victims]
-        digest = "\n".join([session.folded_digest or "", *lines]).strip()
-        if len(digest) > DIGEST_CHARS:
-            # keep the newest lines; the folded count still says how many there were in all
-            digest = "…\n" + digest[-DIGEST_CHARS:].split("\n", 1)[-1]
-        await sessions.add_folded(session_id, digest, len(victims), now)
+        if lined:
+            session = await sessions.get(session_id, project)
+            lines = [digest_line(v, session.started_at) for v in lined]
+            digest = "\n".join([session.folded_digest or "", *lines]).strip()
+            if len(digest) > DIGEST_CHARS:
+                # keep the newest lines; the folded count still says how many there were in all
+                digest = "…\n" + digest[-DIGEST_CHARS:].split("\n", 1)[-1]
+            await sessions.add_folded(session_id, digest, len(lined), now)
         tx.changed("session", session_id, "fold")  # other processes and the index cache re-read its digest
         spec = await session_doc_of(tx, await sessions.get(session_id, project))
         if spec is not None:
             await self.deps.indexer.put(tx, spec)
-        return ids
 
     async def fold_over_cap(self, tx: Tx, project: str) -> list[str]:
         """Fold every session of the project down to the cap (after it was lowered); returns the folded ids."""

@@ -18,6 +18,7 @@ from mcp_memory.errors import InvalidInputError, NotFoundError
 from mcp_memory.ids import kind_of
 from mcp_memory.models.records import Observation, Session
 from mcp_memory.models.results import ForgetResult
+from mcp_memory.repositories.folded import FoldedRepository
 from mcp_memory.repositories.forgotten import ForgottenRepository
 from mcp_memory.repositories.lessons import LessonRepository
 from mcp_memory.repositories.memories import MemoryRepository
@@ -58,6 +59,8 @@ class _Plan:
     others: dict[str, list[str]] = field(default_factory=dict)
     digest_lines: dict[str, list[int]] = field(default_factory=dict)
     """Sessions that stay, with the positions of the folded observations' lines to cut from their digest."""
+    folded: list[str] = field(default_factory=list)
+    """Ids of the folded observations those lines stand for (noted when they were folded)."""
 
     def doomed(self) -> list[str]:
         """Every record id the plan deletes (a folded observation's line is its session's update)."""
@@ -135,6 +138,9 @@ class ForgetService(Service):
                 await sessions.delete(session)  # cascades to the session's observations
             await observations.delete(plan.observations)
             await self._thin_sessions(tx, project, thinned, plan.digest_lines)
+            # No copy may store a folded observation's row again once its line is cut.
+            await noted.note("observation", project, plan.folded, self.now_iso())
+            await FoldedRepository(tx).delete(plan.folded)
             # Consolidation must not promote a forgotten memory's fact again from the observations that repeat it.
             said = [m.content for root in plan.memory_roots for m in await memories.chain(root, project)]
             await MetaRepository(tx).add_forgotten_facts(project, map(fact_fingerprint, said), self.now_iso())
@@ -274,6 +280,7 @@ class ForgetService(Service):
                     project, session_id=session_id, since=since, until=until
                 )
                 plan.digest_lines = await self._digest_lines(sessions, project, session_id, since, until)
+                plan.folded = await FoldedRepository(conn).made_between(project, session_id, since, until)
             if kind in (None, "memory"):
                 plan.memory_roots += await memories.root_ids_matching(
                     project, None, since, until, session_id=session_id
@@ -292,7 +299,9 @@ class ForgetService(Service):
                     plan.sessions += await sessions.ids_begun_between(project, since, until)
         for session in plan.sessions:
             plan.observations += await observations.ids_in_session(session)
-            plan.digest_lines.pop(session, None)  # the whole session goes
+            plan.digest_lines.pop(session, None)  # the whole session goes (its notes of folded ones with it)
+        if plan.folded:  # those of a session that goes, go with it
+            plan.folded = await FoldedRepository(conn).outside(plan.folded, plan.sessions)
         for root in dict.fromkeys(plan.memory_roots):
             plan.memories += [m.id for m in await memories.chain(root, project)]
         plan.memory_roots = list(dict.fromkeys(plan.memory_roots))

@@ -213,6 +213,7 @@ class _ForgottenFacts(r.ForgottenFacts):
 ROW_MODELS: dict[str, type[BaseModel]] = {
     "forgotten": _Forgotten,
     "sessions": _Session,
+    "folded_observations": r.FoldedObservation,
     "observations": _Observation,
     "memories": _Memory,
     "lessons": _Lesson,

@@ -291,6 +291,10 @@ class ImportTally:
     rows: int = 0
     sessions: set[str] = field(default_factory=set)
     """Sessions whose row or observations the import wrote (their counts and positions are settled last)."""
+    replaced: set[str] = field(default_factory=set)
+    """Sessions whose row the document's replaced (or added): their digests are the document's."""
+    folded: dict[str, bool] = field(default_factory=dict)
+    """The document's notes of folded observations: id -> whether the note is new here."""
     joined: list[str] = field(default_factory=list)
     """Root ids of the memory chains that had grown apart, joined at the end."""
     restore: bool = False
@@ -299,6 +303,7 @@ class ImportTally:
     """Ids of the records the import wrote, and of those its notes say were forgotten."""
     forgotten: int = 0
     restored: int = 0
+    refolded: int = 0
 
     def seen(self, table: str) -> int:
         """Rows of `table` stored so far (the position of its next row in the document)."""

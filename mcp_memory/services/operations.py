@@ -13,7 +13,7 @@ from pydantic import BaseModel
 
 from mcp_memory.db import Tx
 from mcp_memory.errors import ConflictError, ImportFormatError, InvalidInputError
-from mcp_memory.models.records import Observation, Session
+from mcp_memory.models.records import FoldedObservation, Observation, Session
 from mcp_memory.models.results import ExportResult, ImportResult
 from mcp_memory.repositories.archive import ArchiveRepository, RowConflict
 from mcp_memory.repositories.archive_tables import TABLES, TableSpec
@@ -46,17 +46,26 @@ ChainJoiner = Callable[[Tx, Sequence[tuple[str, str]]], Awaitable[list[str]]]
 Forgetter = Callable[[Sequence[str]], Awaitable[int]]
 """Deletes the stored records among some ids that were forgotten; returns how many went."""
 
+Folder = Callable[[Tx, str, str, Sequence[Observation], Sequence[Observation], str], Awaitable[None]]
+"""Folds a session's observations (tx, session id, project, rows, those needing a digest line, now)."""
+
 
 class OperationsService(Service):
     """Export and import."""
 
     def __init__(
-        self, deps: Deps, reindexers: dict[str, Reindexer], join_chains: ChainJoiner, forget_again: Forgetter
+        self,
+        deps: Deps,
+        reindexers: dict[str, Reindexer],
+        join_chains: ChainJoiner,
+        forget_again: Forgetter,
+        fold: Folder,
     ) -> None:
         super().__init__(deps)
         self._reindexers = reindexers
         self._join_chains = join_chains
         self._forget_again = forget_again
+        self._fold = fold
 
     async def export(
         self, projects: Sequence[str] | None, path: str | None, overwrite: bool, progress: Progress = no_progress
@@ -160,6 +169,7 @@ class OperationsService(Service):
             joined_chains=tally.joined,
             forgotten=tally.forgotten,
             restored=tally.restored,
+            folded=tally.refolded,
             redacted=scrub.summary(),
         )
 
@@ -213,10 +223,15 @@ class OperationsService(Service):
             key = ":".join(str(getattr(record, k)) for k in spec.key)
             if spec.key == ("id",) and (outcome.inserted or outcome.updated or spec.names_any):
                 tally.ids.append(key)  # what the document notes as forgotten, or may have brought back
+            if isinstance(record, FoldedObservation):
+                tally.folded[record.id] = outcome.inserted
+                tally.sessions.add(record.session_id)
             if outcome.inserted or outcome.updated:
                 touched.append(record)
                 if isinstance(record, Session | Observation):
                     tally.sessions.add(record.id if isinstance(record, Session) else record.session_id)
+                if isinstance(record, Session):
+                    tally.replaced.add(record.id)
                 tx.changed(spec.name, key, "import")
             tally.count(spec.name, outcome)
         reindex = self._reindexers.get(spec.name)
@@ -235,24 +250,26 @@ class OperationsService(Service):
         cards = sorted(tally.scope.matched_ids.get("mistake_cards", ()))
         for card_id in await MistakeCardRepository(tx).count_links(cards, self.now_iso()):
             tx.changed("mistake_card", card_id, "update")
-        await self._settle_sessions(tx, tally.sessions)
+        await self._settle_sessions(tx, tally)
         if tally.restore:
             tally.restored = await ForgottenRepository(tx).unforget(tally.ids)
         else:
             tally.forgotten = await self._forget_again(tally.ids)
 
-    async def _settle_sessions(self, tx: Tx, session_ids: set[str]) -> None:
+    async def _settle_sessions(self, tx: Tx, tally: ImportTally) -> None:
         """Make the sessions an import wrote to agree with the observations they now hold.
 
         Two copies of a session that grew apart (one export imported on two machines, both then
         recording) each counted and numbered their new observations from where they parted; merged,
         the count misses some and positions collide. Counts and activity times are taken again and
-        colliding sessions renumbered in time order; the index learns the new positions.
+        colliding sessions renumbered in time order; the index learns the new positions. Rows either
+        copy folded are folded again first.
         """
         sessions, observations = SessionRepository(tx), ObservationRepository(tx)
-        ordered = sorted(session_ids)
+        ordered = sorted(tally.sessions)
         for start in range(0, len(ordered), SESSION_CHUNK):
             chunk = ordered[start : start + SESSION_CHUNK]
+            await self._fold_again(tx, tally, await observations.folded_but_stored(chunk))
             recounted = await sessions.recount(chunk, self.now_iso())
             renumbered = await observations.renumber_muddled(chunk)
             for session in recounted:
@@ -264,6 +281,25 @@ class OperationsService(Service):
             # finds neighbours by it).
             await self._reindexers["sessions"](tx, await sessions.get_many(chunk))
             await self._reindexers["observations"](tx, renumbered)
+
+    async def _fold_again(self, tx: Tx, tally: ImportTally, stored: Sequence[Observation]) -> None:
+        """Fold the rows an import stored (or kept) of observations that either copy folded.
+
+        A digest line stands for such a row when the copy whose session row was kept folded it: this
+        store, unless the import replaced the session row with the document's. Otherwise the row gets
+        a line now, so that an observation folded anywhere ends up folded everywhere, once.
+        """
+        by_session: dict[str, list[Observation]] = {}
+        for obs in stored:
+            by_session.setdefault(obs.session_id, []).append(obs)
+        now = self.now_iso()
+        for session_id, rows in sorted(by_session.items()):
+            if session_id in tally.replaced:
+                lined = [o for o in rows if o.id not in tally.folded]
+            else:  # noted here before this import, or only by the document
+                lined = [o for o in rows if tally.folded.get(o.id, False)]
+            await self._fold(tx, session_id, rows[0].project, rows, lined, now)
+            tally.refolded += len(rows)
 
     async def _file_path(self, field: str, path: str) -> anyio.Path:
         if not self.settings.file_paths_allowed:

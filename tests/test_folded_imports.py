@@ -1,0 +1,107 @@
+"""A folded observation stays folded: an import of a copy made before the fold does not store its row
+again beside the digest line that stands for it, and copies that folded different turns agree."""
+
+from __future__ import annotations
+
+from contextlib import AsyncExitStack
+from pathlib import Path
+from typing import Any
+
+from mcp import Client
+
+from mcp_memory.server import build_server
+from tests.conftest import FakeClock, call
+from tests.test_tools_operations import export_document, fresh_settings
+
+CAP = 10
+
+
+async def observe(client: Client, clock: FakeClock, first: int, last: int, who: str = "we") -> None:
+    for n in range(first, last):
+        await call(client, "memory_observe", content=f"{who} noted turn {n} about widget{n}", session_id="work")
+        clock.advance(minutes=1)
+
+
+def session_of(document: dict[str, Any]) -> dict[str, Any]:
+    [session] = document["tables"]["sessions"]
+    return session
+
+
+def held_once(document: dict[str, Any]) -> None:
+    """Every folded observation is a digest line and not a row; the count covers each turn once."""
+    session = session_of(document)
+    rows = {o["id"] for o in document["tables"]["observations"]}
+    folded = {n["id"] for n in document["tables"]["folded_observations"]}
+    lines = [line for line in session["folded_digest"].split("\n") if line.startswith("- ")]
+    assert rows.isdisjoint(folded)
+    assert len(lines) == session["folded_count"] == len(folded)
+    assert session["observation_count"] == len(rows) + len(folded)
+
+
+async def test_an_old_backup_does_not_store_folded_observations_again(tmp_path: Path) -> None:
+    clock = FakeClock()
+    async with Client(build_server(fresh_settings(tmp_path, observation_cap=CAP), clock)) as client:
+        await observe(client, clock, 0, 8)
+        backup = await export_document(client)
+        await observe(client, clock, 8, 14)  # past the cap: the four least valuable turns fold
+        before = await export_document(client)
+        restored = await call(client, "memory_import", document=backup)
+        after = await export_document(client)
+        again = await call(client, "memory_import", document=backup)
+        listed = await call(client, "memory_observations", session_id="work", limit=50)
+
+    assert session_of(before)["folded_count"] == 4
+    assert restored["folded"] == again["folded"] == 4
+    assert after["tables"] == before["tables"]
+    held_once(after)
+    assert listed["total"] == 10
+
+
+async def test_two_machines_that_folded_different_turns_end_up_alike(tmp_path: Path) -> None:
+    clock = FakeClock()
+    async with AsyncExitStack() as stack:
+        a, b = [
+            await stack.enter_async_context(
+                Client(build_server(fresh_settings(tmp_path, name, observation_cap=CAP), clock))
+            )
+            for name in ("a", "b")
+        ]
+        await observe(a, clock, 0, 8, "a")
+        await call(b, "memory_import", document=await export_document(a))
+        await observe(b, clock, 8, 12, "b")  # b folds two of the shared turns
+        await observe(a, clock, 12, 17, "a")  # a folds three (its session row is the newer)
+        first = await call(b, "memory_import", document=await export_document(a))
+        second = await call(a, "memory_import", document=await export_document(b))
+        await call(b, "memory_import", document=await export_document(a))
+        on_a, on_b = await export_document(a), await export_document(b)
+        found = await call(b, "memory_recall", query="widget0 widget1 widget2 widget3", limit=20)
+
+    assert on_a["tables"] == on_b["tables"]
+    held_once(on_a)
+    assert session_of(on_a)["observation_count"] == 17
+    assert first["folded"] + second["folded"] > 0
+    # a turn folded on either machine is found through the session's digest, not as a row
+    folded = {n["id"] for n in on_a["tables"]["folded_observations"]}
+    assert folded.isdisjoint(hit["id"] for hit in found["hits"])
+
+
+async def test_folded_turns_forgotten_by_time_stay_gone_when_an_old_copy_comes_in(tmp_path: Path) -> None:
+    clock = FakeClock()
+    async with Client(build_server(fresh_settings(tmp_path, observation_cap=CAP), clock)) as client:
+        await observe(client, clock, 0, 8)
+        backup = await export_document(client)
+        await observe(client, clock, 8, 14)
+        folded = (await export_document(client))["tables"]["folded_observations"]
+        start = min(n["happened_at"] for n in folded)
+        end = max(n["happened_at"] for n in folded)
+        forgot = await call(client, "memory_forget", kind="observation", since=start, until=end)
+        before = await export_document(client)
+        imported = await call(client, "memory_import", document=backup)
+        after = await export_document(client)
+
+    assert forgot["counts"].get("folded_observation") == 4
+    assert before["tables"]["folded_observations"] == []
+    assert {n["id"] for n in folded} <= {n["id"] for n in before["tables"]["forgotten"]}
+    assert imported["folded"] == 0
+    assert after["tables"]["observations"] == before["tables"]["observations"]
+    assert session_of(after)["folded_digest"] == session_of(before)["folded_digest"] == ""
