@@ -32,6 +32,7 @@ from mcp_memory.clock import to_iso
 from mcp_memory.db import Tx
 from mcp_memory.models.loop import Change, ConsolidateResult
 from mcp_memory.models.records import Lesson, Memory, Outcome
+from mcp_memory.repositories.forgotten import ForgottenRepository
 from mcp_memory.repositories.lessons import LessonRepository
 from mcp_memory.repositories.memories import MemoryRepository
 from mcp_memory.repositories.meta import MetaRepository
@@ -281,6 +282,9 @@ class ConsolidateService(Service):
         doomed = [o for o in old if o.id not in keep]
         counted_in = await self._carry_tallies(tx, holding, doomed)
         ids = [o.id for o in doomed]
+        # Noted as forgotten, as memory_forget would: a copy made before this pass brings none back
+        # (its tally would count them twice, live and pruned).
+        await ForgottenRepository(tx).remember("outcome", ids, self.now_iso())
         await OutcomeRepository(tx).delete(ids)
         await drop_relations(tx, ids)
         changes = []

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from mcp_memory.db import Tx
 from mcp_memory.ids import new_id
 from mcp_memory.models.records import MistakeCard, Outcome
+from mcp_memory.repositories.forgotten import ForgottenRepository
 from mcp_memory.repositories.outcomes import MistakeCardRepository
 from mcp_memory.services.common import Scrubber
 from mcp_memory.services.relations import drop_relations
@@ -69,6 +70,7 @@ async def record_mistake_cards(
         await repo.link(outcome.id, card_id)
         ids.append(card_id)
     dropped = await repo.beyond(outcome.project, keep)
+    await ForgottenRepository(tx).remember("mistake_card", dropped, now)  # no older copy brings them back
     await repo.delete(dropped)
     await drop_relations(tx, dropped)
     for card_id in dropped:

@@ -1,5 +1,6 @@
-"""A folded observation stays folded: an import of a copy made before the fold does not store its row
-again beside the digest line that stands for it, and copies that folded different turns agree."""
+"""What upkeep removed stays removed when an import brings a copy made before it: a folded
+observation is not stored again beside the digest line that stands for it (and copies that folded
+different turns agree), nor does an outcome consolidation pruned or a mistake card trimmed come back."""
 
 from __future__ import annotations
 
@@ -105,3 +106,54 @@ async def test_folded_turns_forgotten_by_time_stay_gone_when_an_old_copy_comes_i
     assert imported["folded"] == 0
     assert after["tables"]["observations"] == before["tables"]["observations"]
     assert session_of(after)["folded_digest"] == session_of(before)["folded_digest"] == ""
+
+
+# -- what the forgetting policy deleted stays deleted -----------------------------------------------
+
+
+async def test_outcomes_consolidation_pruned_do_not_come_back_to_be_counted_twice(tmp_path: Path) -> None:
+    clock = FakeClock()
+    settings = fresh_settings(tmp_path, outcome_retention_days=30)
+    async with Client(build_server(settings, clock)) as client:
+        for n in range(4):
+            await call(
+                client,
+                "memory_outcome_record",
+                task=f"Deploy service {n}",
+                task_type="deploy",
+                success=True,
+                strategy="run the canary first, then roll out",
+            )
+            clock.advance(hours=1)
+        backup = await export_document(client)
+        clock.advance(days=40)
+        pruned = await call(client, "memory_consolidate")
+        before = await export_document(client)
+        imported = await call(client, "memory_import", document=backup)
+        again = await call(client, "memory_consolidate")
+        after = await export_document(client)
+
+    assert [c["action"] for c in pruned["changes"] if c["kind"] == "outcome"] == ["pruned"] * 4
+    assert imported["forgotten"] == 4
+    assert [c for c in again["changes"] if c["kind"] == "outcome"] == []
+    assert after["tables"]["outcomes"] == before["tables"]["outcomes"] == []
+    [heuristic] = after["tables"]["lessons"]
+    assert heuristic["source"]["pruned_outcomes"] == 4  # not 8
+
+
+async def test_mistake_cards_trimmed_past_their_bound_do_not_come_back(tmp_path: Path) -> None:
+    clock = FakeClock()
+    async with Client(build_server(fresh_settings(tmp_path, max_mistake_cards=1), clock)) as client:
+        card = {"type": "process", "correct_decision": "Run the migrations before the deploy"}
+        await call(client, "memory_outcome_record", task="Deploy", success=False, mistake_cards=[card])
+        backup = await export_document(client)
+        clock.advance(minutes=5)
+        card = {"type": "process", "correct_decision": "Pin the base image"}
+        await call(client, "memory_outcome_record", task="Deploy", success=False, mistake_cards=[card])
+        before = await export_document(client)
+        imported = await call(client, "memory_import", document=backup)
+        after = await export_document(client)
+
+    assert [c["correct_decision"] for c in before["tables"]["mistake_cards"]] == ["Pin the base image"]
+    assert imported["forgotten"] == 1
+    assert after["tables"]["mistake_cards"] == before["tables"]["mistake_cards"]
