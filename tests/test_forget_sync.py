@@ -171,3 +171,23 @@ async def test_a_session_named_again_after_its_forget_is_a_new_record_everywhere
         imported = await call(b, "memory_import", document=await export_document(a))
         assert imported["forgotten"] == 2  # the session and its observation
         assert "chat-1" not in [s["id"] for s in (await call(b, "memory_sessions"))["sessions"]]
+
+
+async def test_a_deleted_slot_does_not_come_back_from_an_older_copy(tmp_path: Path) -> None:
+    clock = FakeClock()
+    async with Client(build_server(fresh_settings(tmp_path), clock)) as client:
+        await call(client, "memory_slot_create", name="scratch", content="Half an idea.")
+        backup = await export_document(client)
+        clock.advance(minutes=5)
+        await call(client, "memory_slot_delete", name="scratch")
+        kept_gone = await call(client, "memory_import", document=backup)
+        listed = await call(client, "memory_slot_list")
+        clock.advance(minutes=5)
+        await call(client, "memory_slot_create", name="scratch", content="A new idea.")  # a new record
+        again = await call(client, "memory_import", document=backup)
+        made_again = await call(client, "memory_slot_get", name="scratch")
+
+    assert kept_gone["forgotten"] == 1
+    assert "scratch" not in [s["name"] for s in listed["slots"]]
+    assert again["forgotten"] == 0
+    assert made_again["content"] == "A new idea."

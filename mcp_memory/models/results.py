@@ -313,8 +313,8 @@ class ImportResult(BaseModel):
     forgotten: int = Field(
         0,
         description="Records not kept because a copy forgot them (this database, or the one the document "
-        "came from; that copy's forgets are applied here too): by memory_forget, or as outcomes consolidation "
-        "pruned and mistake cards trimmed past their bound. restore_forgotten brings them back.",
+        "came from; that copy's forgets are applied here too): by memory_forget or memory_slot_delete, or as "
+        "outcomes consolidation pruned and mistake cards trimmed past their bound. restore_forgotten brings them back.",
     )
     restored: int = Field(0, description="Forgotten records brought back by restore_forgotten.")
     folded: int = Field(

@@ -19,6 +19,7 @@ from mcp_memory.errors import ConflictError, InvalidInputError, LimitExceededErr
 from mcp_memory.ids import new_id
 from mcp_memory.models.organising import SlotDeleted, SlotList, SlotResult, SlotSummary, SlotView, SuggestedSlot
 from mcp_memory.models.records import Slot
+from mcp_memory.repositories.forgotten import ForgottenRepository
 from mcp_memory.repositories.slots import SlotRepository
 from mcp_memory.services.common import GLOBAL_PROJECT, Service
 from mcp_memory.services.relations import drop_relations
@@ -217,6 +218,8 @@ class SlotService(Service):
                         else 'only a global slot has that name; pass scope="global" to delete it'
                     )
                 raise NotFoundError("slot", name, hint, field="name")
+            # Noted as memory_forget notes what it deletes: an import of an older copy does not bring it back.
+            await ForgottenRepository(tx).remember("slot", [slot.id], self.now_iso())
             await repo.delete(slot.id)
             await drop_relations(tx, [slot.id])
             tx.changed("slot", slot.id, "delete")
