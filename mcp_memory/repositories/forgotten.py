@@ -8,6 +8,12 @@ from collections.abc import Sequence
 from mcp_memory.repositories.base import Repository, chunked, placeholders
 from mcp_memory.repositories.relations import table_of
 
+_LATER_WINS = (
+    "ON CONFLICT (id) DO UPDATE SET project = excluded.project, forgotten_at = excluded.forgotten_at "
+    "WHERE excluded.forgotten_at > forgotten.forgotten_at"
+)
+"""A record forgotten again keeps the later note."""
+
 
 class ForgottenRepository(Repository):
     """Forgotten records by id, with the project they were in and when they were (last) forgotten."""
@@ -19,9 +25,7 @@ class ForgottenRepository(Repository):
         for chunk in chunked(ids):
             await self.conn.execute(
                 f"INSERT INTO forgotten (id, project, kind, forgotten_at) SELECT id, project, ?, ? "
-                f"FROM {table_of(chunk[0])} WHERE id IN ({placeholders(len(chunk))}) ON CONFLICT (id) DO UPDATE "
-                "SET project = excluded.project, forgotten_at = excluded.forgotten_at "
-                "WHERE excluded.forgotten_at > forgotten.forgotten_at",
+                f"FROM {table_of(chunk[0])} WHERE id IN ({placeholders(len(chunk))}) {_LATER_WINS}",
                 (kind, at, *chunk),
             )
 
@@ -29,9 +33,7 @@ class ForgottenRepository(Repository):
         """Note records of one kind and project as forgotten when no row of theirs is left to read
         (folded observations, whose digest lines were cut)."""
         await self.conn.executemany(
-            "INSERT INTO forgotten (id, project, kind, forgotten_at) VALUES (?, ?, ?, ?) ON CONFLICT (id) DO UPDATE "
-            "SET project = excluded.project, forgotten_at = excluded.forgotten_at "
-            "WHERE excluded.forgotten_at > forgotten.forgotten_at",
+            f"INSERT INTO forgotten (id, project, kind, forgotten_at) VALUES (?, ?, ?, ?) {_LATER_WINS}",
             [(record_id, project, kind, at) for record_id in ids],
         )
 
