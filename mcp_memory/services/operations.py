@@ -225,7 +225,8 @@ class OperationsService(Service):
                 tally.ids.append(key)  # what the document notes as forgotten, or may have brought back
             if isinstance(record, FoldedObservation):
                 tally.folded[record.id] = outcome.inserted
-                tally.sessions.add(record.session_id)
+                if outcome.inserted:  # a note stored here already changes nothing to settle
+                    tally.sessions.add(record.session_id)
             if outcome.inserted or outcome.updated:
                 touched.append(record)
                 if isinstance(record, Session | Observation):
