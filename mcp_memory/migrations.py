@@ -381,6 +381,13 @@ _V11_FOLDED_OBSERVATIONS = [
     "CREATE INDEX folded_observations_by_session ON folded_observations (session_id, happened_at)",
 ]
 
+_V12_RELATIONS_BY_SOURCE = [
+    # The unique index leads with the project, so finding the edges of records that go away (a
+    # forget, a fold at the observation cap, a pruned outcome), which spans every project, read the
+    # whole table: 57 ms at a million edges, on every observe past the cap. With this: 0.1 ms.
+    "CREATE INDEX relations_by_source ON relations (source_id)",
+]
+
 MIGRATIONS: list[tuple[int, str, list[str]]] = [
     (1, "foundation: every table of the product reference", _V1_FOUNDATION),
     (2, "ranking attributes on stored terms; embedding vectors", _V2_RANKING_AND_VECTORS),
@@ -397,4 +404,5 @@ MIGRATIONS: list[tuple[int, str, list[str]]] = [
     (9, "the ids of forgotten records, so imports do not bring them back", _V9_FORGOTTEN_RECORDS),
     (10, "an index on observations by type, for filtered lists", _V10_OBSERVATIONS_BY_TYPE),
     (11, "the ids of folded observations, so imports do not store them again", _V11_FOLDED_OBSERVATIONS),
+    (12, "an index on relations by source, for the edges of records going away", _V12_RELATIONS_BY_SOURCE),
 ]

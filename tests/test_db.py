@@ -43,6 +43,22 @@ async def test_new_file_gets_every_table_and_records_its_schema_version(tmp_path
         await db.close()
 
 
+async def test_the_edges_of_records_going_away_are_found_without_reading_every_edge(tmp_path: Path) -> None:
+    db = await Database.open(tmp_path / "m.db")
+    try:
+        async with db.read() as conn:
+            plan = await conn.fetchall(
+                "EXPLAIN QUERY PLAN SELECT id FROM relations WHERE source_id IN (?, ?) OR target_id IN (?, ?)",
+                ("a", "b", "a", "b"),
+            )
+        details = [row[3] for row in plan]
+        assert "SCAN relations" not in details
+        assert any("relations_by_source" in d for d in details)
+        assert any("relations_by_target" in d for d in details)
+    finally:
+        await db.close()
+
+
 async def test_migrations_are_applied_once(tmp_path: Path) -> None:
     db = await Database.open(tmp_path / "m.db")
     try:
