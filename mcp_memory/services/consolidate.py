@@ -28,6 +28,8 @@ from collections.abc import Awaitable, Callable
 from datetime import timedelta
 from typing import NamedTuple
 
+import anyio.to_thread
+
 from mcp_memory.clock import to_iso
 from mcp_memory.db import Tx
 from mcp_memory.models.loop import Change, ConsolidateResult
@@ -47,7 +49,7 @@ from mcp_memory.services.duplicates import Pair, duplicate_pairs, still_as_plann
 from mcp_memory.services.episodic import EpisodicService
 from mcp_memory.services.forget import fact_fingerprint
 from mcp_memory.services.lessons import LessonService
-from mcp_memory.services.memories import MemoryService, memory_text
+from mcp_memory.services.memories import SUPERSEDE_THRESHOLD, MemoryService, memory_text
 from mcp_memory.services.outcomes import source_count
 from mcp_memory.services.relations import drop_relations
 from mcp_memory.services.summaries import SummaryService
@@ -151,6 +153,7 @@ class ConsolidateService(Service):
             latest = await MemoryRepository(conn).latest_in_project(project)
         latest.sort(key=lambda m: (m.created_at, m.id))
         every = self.deps.index.term_sets(project, SearchFilter(kinds=frozenset({"memory"})))
+        await anyio.to_thread.run_sync(every.prepare, SUPERSEDE_THRESHOLD)  # most of a second at 100k
         others = {m.id: m for m in latest}
         merged: set[str] = set()
         pairs = await duplicate_pairs(latest, others, every, self._terms, merged)

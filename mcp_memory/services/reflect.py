@@ -19,6 +19,8 @@ import re
 from collections.abc import Sequence
 from datetime import timedelta
 
+import anyio.to_thread
+
 from mcp_memory.clock import to_iso
 from mcp_memory.db import Conn, Tx
 from mcp_memory.ids import new_id
@@ -49,6 +51,10 @@ from mcp_memory.services.relations import relation_view
 
 REFLECT_DAYS = 7
 """Window of a reflection given neither a session nor times."""
+
+_ON_ONE_TOPIC = 0.3
+"""Word overlap (Jaccard) from which two memories are taken to be on one topic, so one may
+contradict the other; above 0.85 they are near-copies rather than rival claims."""
 
 SAMPLING_PROMPT = """\
 From this record of recent work on a project, write up to 5 rules the agent should follow next
@@ -177,12 +183,14 @@ class ReflectService(Service):
         """Pairs of latest memories on one topic, one of them among `memories`, by their word overlap."""
         index = self.deps.index
         close: dict[tuple[str, str], float] = {}  # pairs on one topic (first seen first), by their overlap
-        every = index.term_sets(project, SearchFilter(kinds=frozenset({"memory"}))) if memories else None
+        if not memories:
+            return close
+        every = index.term_sets(project, SearchFilter(kinds=frozenset({"memory"})))
+        await anyio.to_thread.run_sync(every.prepare, _ON_ONE_TOPIC)  # most of a second at 100k
         breathe = Breather()
         for memory in memories:
             await breathe()
-            similar = every.similar(index.terms_of(memory.id), 0.3) if every is not None else {}
-            for other_id, overlap in sorted(similar.items()):
+            for other_id, overlap in sorted(every.similar(index.terms_of(memory.id), _ON_ONE_TOPIC).items()):
                 if other_id != memory.id and overlap <= 0.85:
                     close.setdefault((min(memory.id, other_id), max(memory.id, other_id)), overlap)
         return close
