@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator, Sequence
-from typing import Any
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any, TypeVar
 
 from mcp_memory.db import Conn, Row
+
+T = TypeVar("T")
 
 ID_CHUNK = 500
 """Ids bound in one statement: SQLite caps the parameters of one."""
@@ -31,6 +33,14 @@ class Repository:
         for chunk in chunked(ids):
             rows += await self.conn.fetchall(sql.replace("{ids}", placeholders(len(chunk))), (*before, *chunk))
         return rows
+
+    async def fetch_paged(self, sql: str, params: Sequence[Any], record: Callable[[Row], T]) -> list[T]:
+        """Every row of `sql` made a record, a page at a time: making 100,000 records takes over a
+        second, and each page's trip to the database lets other requests in between."""
+        records: list[T] = []
+        async for rows in self.conn.pages(sql, params):
+            records += map(record, rows)
+        return records
 
     async def delete_in(self, table: str, ids: Sequence[Any]) -> None:
         """Delete the rows of `table` whose id is among `ids`, a chunk per statement."""

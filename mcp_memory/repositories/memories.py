@@ -194,12 +194,12 @@ class MemoryRepository(Repository):
 
     async def latest_updated_between(self, project: str, start: str | None, end: str | None) -> list[Memory]:
         """Latest memory versions last updated within [start, end] (either end open), oldest first."""
-        rows = await self.conn.fetchall(
+        return await self.fetch_paged(
             f"SELECT {_COLUMNS} FROM memories WHERE project = ? AND is_latest = 1 "
             "AND updated_at >= ? AND updated_at <= ? ORDER BY updated_at, id",
             (project, start or "", end or "9999"),
+            _memory,
         )
-        return [_memory(r) for r in rows]
 
     async def merge_chains(self, older: Memory, newer: Memory, older_versions: int, at: str) -> None:
         """Put the newer memory's chain after the older one's: one chain, the newer memory latest.
@@ -237,10 +237,9 @@ class MemoryRepository(Repository):
         return int(await self.conn.fetchval(f"SELECT count(*) FROM memories {where}", params))
 
     async def latest_in_project(self, project: str) -> list[Memory]:
-        rows = await self.conn.fetchall(
-            f"SELECT {_COLUMNS} FROM memories WHERE project = ? AND is_latest = 1", (project,)
+        return await self.fetch_paged(
+            f"SELECT {_COLUMNS} FROM memories WHERE project = ? AND is_latest = 1", (project,), _memory
         )
-        return [_memory(r) for r in rows]
 
     @staticmethod
     def _where(project: str, kinds: Sequence[str] | None, latest_only: bool) -> tuple[str, tuple[object, ...]]:
