@@ -6,7 +6,8 @@ bench/search.py, cut to 400 characters), one in fifty a near-duplicate of an ear
 word changed), so a consolidation has merges to make. Then, at the service layer: a baseline
 of saves alone; a consolidation pass, with a memory saved every 50 ms beside it; a reflect over
 the whole history, likewise. A save beside a pass waits while the pass holds the write lock
-(or keeps the event loop), so its longest wait shows what another client of a busy server feels.
+(or keeps the event loop), so its longest wait shows what another client of a busy server feels;
+the longest loop stall is the longest the event loop served nobody, felt or not by a save.
 
     python bench/loop.py                       # N = 5k, 20k, 100k
     python bench/loop.py --sizes 5000 --markdown
@@ -30,6 +31,7 @@ T = TypeVar("T")
 DUPLICATE_EVERY = 50
 BATCH = 5_000
 SAVE_EVERY_S = 0.05
+STALL_TICK_S = 0.005
 
 
 async def _populate(app: Any, n: int) -> int:
@@ -61,10 +63,12 @@ async def _populate(app: Any, n: int) -> int:
     return copies
 
 
-async def _beside(app: Any, work: Awaitable[T]) -> tuple[T, float, list[float]]:
-    """Run `work` while saving a memory every SAVE_EVERY_S; returns its result, its seconds and
-    how long each save beside it took."""
+async def _beside(app: Any, work: Awaitable[T]) -> tuple[T, float, list[float], float]:
+    """Run `work` while saving a memory every SAVE_EVERY_S; returns its result, its seconds, how
+    long each save beside it took, and the longest the event loop went without serving anyone
+    (a save that happens to be asleep then does not feel it, the next request does)."""
     waits: list[float] = []
+    stalls = [0.0]
     done = anyio.Event()
 
     async def saver() -> None:
@@ -77,14 +81,21 @@ async def _beside(app: Any, work: Awaitable[T]) -> tuple[T, float, list[float]]:
             with anyio.move_on_after(SAVE_EVERY_S):
                 await done.wait()
 
+    async def watch() -> None:
+        while not done.is_set():
+            started = time.perf_counter()
+            await anyio.sleep(STALL_TICK_S)
+            stalls[0] = max(stalls[0], time.perf_counter() - started - STALL_TICK_S)
+
     result: Any = None
     async with anyio.create_task_group() as tg:
         tg.start_soon(saver)
+        tg.start_soon(watch)
         started = time.perf_counter()
         result = await work
         seconds = time.perf_counter() - started
         done.set()
-    return result, seconds, waits
+    return result, seconds, waits, stalls[0]
 
 
 async def _measure(n: int, folder: Path) -> dict[str, Any]:
@@ -94,18 +105,22 @@ async def _measure(n: int, folder: Path) -> dict[str, Any]:
     async with open_app(_settings(db, "normal")) as app:
         copies = await _populate(app, n)
     async with open_app(_settings(db, "normal")) as app:
-        _, _, alone = await _beside(app, anyio.sleep(2))
-        report, consolidate_s, beside_consolidate = await _beside(app, app.consolidation.consolidate(PROJECT))
-        _, reflect_s, beside_reflect = await _beside(app, app.reflection.reflect(PROJECT, since="2000-01-01"))
+        _, _, alone, _ = await _beside(app, anyio.sleep(2))
+        report, consolidate_s, beside_consolidate, consolidate_stall = await _beside(
+            app, app.consolidation.consolidate(PROJECT)
+        )
+        _, reflect_s, beside_reflect, reflect_stall = await _beside(
+            app, app.reflection.reflect(PROJECT, since="2000-01-01")
+        )
     return {
         "n": n,
         "copies": copies,
         "merged": report.counts.get("merged", 0),
         "alone": alone,
-        "consolidate_s": consolidate_s,
-        "beside_consolidate": beside_consolidate,
-        "reflect_s": reflect_s,
-        "beside_reflect": beside_reflect,
+        "passes": [
+            ("consolidate", consolidate_s, beside_consolidate, consolidate_stall),
+            ("reflect (whole history)", reflect_s, beside_reflect, reflect_stall),
+        ],
     }
 
 
@@ -113,10 +128,7 @@ def _rows(results: list[dict[str, Any]]) -> list[list[object]]:
     rows: list[list[object]] = []
     for r in results:
         base = pct(r["alone"], 50)
-        for name, seconds, waits in (
-            ("consolidate", r["consolidate_s"], r["beside_consolidate"]),
-            ("reflect (whole history)", r["reflect_s"], r["beside_reflect"]),
-        ):
+        for name, seconds, waits, stall in r["passes"]:
             rows.append(
                 [
                     f"{r['n']:,} memories: {name}",
@@ -125,6 +137,7 @@ def _rows(results: list[dict[str, Any]]) -> list[list[object]]:
                     f"{ms(base)} / {ms(pct(waits, 50))}",
                     ms(max(waits, default=float("nan"))),
                     ratio(max(waits, default=float("nan")), base),
+                    ms(stall),
                 ]
             )
     return rows
@@ -144,7 +157,15 @@ def main() -> None:
     print(
         table(
             "Knowledge-loop passes, and a memory saved every 50 ms beside each",
-            ["pass", "seconds", "saves beside", "save ms p50: alone / beside", "longest save ms", "longest / alone"],
+            [
+                "pass",
+                "seconds",
+                "saves beside",
+                "save ms p50: alone / beside",
+                "longest save ms",
+                "longest / alone",
+                "longest loop stall ms",
+            ],
             _rows(results),
             markdown=args.markdown,
         )
