@@ -7,6 +7,7 @@ SIGTERM (then SIGKILL) so no test leaves a process behind.
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import socket
@@ -28,6 +29,12 @@ from mcp.shared._httpx_utils import create_mcp_http_client
 START_TIMEOUT_S = 20.0
 STOP_TIMEOUT_S = 15.0
 TOKEN = "unbound-token-0123456789abcdef"
+INITIALIZE = {
+    "jsonrpc": "2.0",
+    "id": 1,
+    "method": "initialize",
+    "params": {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "raw", "version": "1"}},
+}
 
 
 def free_port(host: str = "127.0.0.1") -> int:
@@ -47,6 +54,31 @@ def server_env(extra: Mapping[str, str] | None = None) -> dict[str, str]:
 
 def serve_command(*args: str) -> list[str]:
     return [sys.executable, "-m", "mcp_memory", "serve", *args]
+
+
+@contextmanager
+def initialized_stdio_server(db: Path, *args: str) -> Iterator[subprocess.Popen[bytes]]:
+    """A `serve` subprocess over stdio that has answered `initialize`; killed if still running after."""
+    proc = subprocess.Popen(
+        serve_command("--db", str(db), *args),
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        env=server_env(),
+    )
+    try:
+        assert proc.stdin is not None
+        assert proc.stdout is not None
+        proc.stdin.write((json.dumps(INITIALIZE) + "\n").encode())
+        proc.stdin.flush()
+        assert json.loads(proc.stdout.readline())["id"] == 1
+        yield proc
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        if proc.stdin is not None and not proc.stdin.closed:
+            proc.stdin.close()
 
 
 @dataclass

@@ -7,7 +7,6 @@ validation, the body limit, the health endpoints, start-up refusals and the proc
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import signal
@@ -26,9 +25,11 @@ from mcp import Client
 
 from mcp_memory import __version__
 from tests._servers import (
+    INITIALIZE,
     TOKEN,
     HttpServer,
     bearer,
+    initialized_stdio_server,
     mcp_client,
     run_clis,
     running,
@@ -49,12 +50,6 @@ TOKENS_FILE = f"""\
 """
 LIMIT = 2048
 JSON_HEADERS = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream"}
-INITIALIZE = {
-    "jsonrpc": "2.0",
-    "id": 1,
-    "method": "initialize",
-    "params": {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "raw", "version": "1"}},
-}
 
 
 @pytest.fixture(scope="module")
@@ -439,35 +434,10 @@ async def test_a_stdio_server_exits_by_itself_when_its_stdin_closes(tmp_path: Pa
     assert _closed_database(db) == ["Saved just before the client went away."]
 
 
-@contextlib.contextmanager
-def _initialized_stdio_server(db: Path) -> Iterator[subprocess.Popen[bytes]]:
-    """A `serve` subprocess over stdio that has answered `initialize`; killed if still running after."""
-    proc = subprocess.Popen(
-        serve_command("--db", str(db)),
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.DEVNULL,
-        env=server_env(),
-    )
-    try:
-        assert proc.stdin is not None
-        assert proc.stdout is not None
-        proc.stdin.write((json.dumps(INITIALIZE) + "\n").encode())
-        proc.stdin.flush()
-        assert json.loads(proc.stdout.readline())["id"] == 1
-        yield proc
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
-        if proc.stdin is not None and not proc.stdin.closed:
-            proc.stdin.close()
-
-
 def test_a_stdio_server_exits_0_when_its_stdin_closes(tmp_path: Path) -> None:
     """Without the SDK's kill escalation: a clean exit status once stdin closes, database checkpointed."""
     db = tmp_path / "stdin.db"
-    with _initialized_stdio_server(db) as proc:
+    with initialized_stdio_server(db) as proc:
         assert proc.stdin is not None
         proc.stdin.close()
         code = proc.wait(5)
@@ -517,7 +487,7 @@ def test_a_stdio_server_exits_when_its_parent_dies(tmp_path: Path) -> None:
 
 def test_a_stdio_server_exits_0_on_sigterm_while_its_stdin_stays_open(tmp_path: Path) -> None:
     db = tmp_path / "term.db"
-    with _initialized_stdio_server(db) as proc:
+    with initialized_stdio_server(db) as proc:
         proc.send_signal(signal.SIGTERM)
         code = proc.wait(3)
     assert code == 0
