@@ -86,6 +86,66 @@ async def test_two_machines_that_folded_different_turns_end_up_alike(tmp_path: P
     assert folded.isdisjoint(hit["id"] for hit in found["hits"])
 
 
+def numbered_in_order(document: dict[str, Any]) -> bool:
+    """Whether the session's kept turns hold positions folded_count + 1 to its count, in time order."""
+    session = session_of(document)
+    kept = sorted(document["tables"]["observations"], key=lambda o: (o["created_at"], o["id"]))
+    return [o["seq"] for o in kept] == list(range(session["folded_count"] + 1, session["observation_count"] + 1))
+
+
+async def test_positions_agree_when_one_copy_forgot_a_turn_the_other_folded(tmp_path: Path) -> None:
+    clock = FakeClock()
+    async with AsyncExitStack() as stack:
+        a, b = [
+            await stack.enter_async_context(
+                Client(build_server(fresh_settings(tmp_path, name, observation_cap=CAP), clock))
+            )
+            for name in ("a", "b")
+        ]
+        await observe(a, clock, 0, CAP, "a")
+        await call(b, "memory_import", document=await export_document(a))
+        await observe(a, clock, CAP, CAP + 1, "a")  # past a's cap: a folds a turn
+        [folded] = (await export_document(a))["tables"]["folded_observations"]
+        await call(b, "memory_forget", ids=[folded["id"]])  # b numbers the other nine 1 to 9
+        documents = []
+        for to, source in ((b, a), (a, b), (b, a)):
+            await call(to, "memory_import", document=await export_document(source))
+            documents.append(await export_document(to))
+        on_a, on_b = await export_document(a), await export_document(b)
+
+    assert all(numbered_in_order(document) for document in documents)
+    assert on_a["tables"] == on_b["tables"]
+
+
+async def test_a_forgotten_turn_coming_back_leaves_the_positions_in_order(tmp_path: Path) -> None:
+    clock = FakeClock()
+    async with AsyncExitStack() as stack:
+        a, b = [
+            await stack.enter_async_context(
+                Client(build_server(fresh_settings(tmp_path, name, observation_cap=CAP), clock))
+            )
+            for name in ("a", "b")
+        ]
+        await observe(a, clock, 0, CAP, "a")
+        await call(b, "memory_import", document=await export_document(a))
+        first = (await export_document(b))["tables"]["observations"][0]["id"]
+        await call(b, "memory_forget", ids=[first])
+        await observe(b, clock, CAP, CAP + 2, "b")  # past b's cap: b folds a turn
+        before = await export_document(b)
+        # a's copy still holds the forgotten turn, at position 1: written and deleted again
+        imported = await call(b, "memory_import", document=await export_document(a))
+        after = await export_document(b)
+        await call(a, "memory_import", document=await export_document(b))
+        on_a = await export_document(a)
+
+    assert imported["forgotten"] == 1
+    assert session_of(before)["folded_count"] == session_of(after)["folded_count"] == 1
+    assert numbered_in_order(before)
+    assert numbered_in_order(after)
+    assert after["tables"]["observations"] == before["tables"]["observations"]
+    assert on_a["tables"] == after["tables"]
+
+
 async def test_folded_turns_forgotten_by_time_stay_gone_when_an_old_copy_comes_in(tmp_path: Path) -> None:
     clock = FakeClock()
     async with Client(build_server(fresh_settings(tmp_path, observation_cap=CAP), clock)) as client:

@@ -200,17 +200,20 @@ class ObservationRepository(Repository):
         return sorted(r[0] for r in rows)
 
     async def renumber_muddled(self, session_ids: Sequence[str]) -> list[Observation]:
-        """Number afresh, in time order, the observations of those sessions whose positions collide or
-        run past the session's count (copies of a session that grew apart, merged by an import).
+        """Number afresh, in time order, the observations of those sessions whose positions are not
+        the run from folded_count + 1 to the session's count: colliding, past the count, or left at
+        or below the folded ones (copies of a session that grew apart, or folded different turns,
+        merged by an import).
 
-        Positions then follow the session's folded observations (folded_count + 1 onwards) and end at
-        its count, so the next observation recorded takes the next one. Returns those renumbered.
+        Positions then follow the session's folded observations and end at its count, so the next
+        observation recorded takes the next one. Returns those renumbered.
         """
         rows = await self.conn.fetchall(
             "WITH muddled (session_id) AS ("
             "SELECT o.session_id FROM observations o JOIN sessions s ON s.id = o.session_id "
             "WHERE o.session_id IN (SELECT value FROM json_each(?)) GROUP BY o.session_id "
-            "HAVING count(DISTINCT o.seq) < count(*) OR max(o.seq) > max(s.observation_count)), "
+            "HAVING count(DISTINCT o.seq) < count(*) OR max(o.seq) > max(s.observation_count) "
+            "OR min(o.seq) <= max(s.folded_count)), "
             "placed (id, seq) AS ("
             "SELECT o.id, s.folded_count + row_number() OVER "
             "(PARTITION BY o.session_id ORDER BY coalesce(o.occurred_at, o.created_at), o.id) "
