@@ -34,7 +34,7 @@ _SLACK = 1e-9
 would shorten a prefix past a true match. Too low only lengthens prefixes, which stays exact."""
 
 _LOW = 0xFFFFFFFF
-"""The low 32 bits, where one int64 packs a (member, term) pair's term."""
+"""The low 32 bits, where a pair packed in one int64 (to sort by both at once) keeps its second."""
 
 
 def _distinct(values: Int64Array) -> Int64Array:
@@ -78,7 +78,7 @@ class _Postings:
     def holding(self, ranks: Int64Array) -> Int64Array:
         """The members holding each of `ranks`, one list after another (slices: quicker than `at`)."""
         bounds = zip(self.starts[ranks].tolist(), self.starts[ranks + 1].tolist(), strict=True)
-        return np.concatenate([self.members[start:end] for start, end in bounds])
+        return np.concatenate([self.members[:0], *(self.members[start:end] for start, end in bounds)])
 
     def at(self, ranks: Int64Array) -> Int64Array:
         """Positions of the postings of `ranks`, the first rank's first."""
