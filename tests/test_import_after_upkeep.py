@@ -23,6 +23,17 @@ async def observe(client: Client, clock: FakeClock, first: int, last: int, who: 
         clock.advance(minutes=1)
 
 
+async def two_machines(stack: AsyncExitStack, tmp_path: Path, clock: FakeClock) -> tuple[Client, Client]:
+    """Clients of two servers with databases of their own (as on two machines), sharing a clock."""
+    a, b = [
+        await stack.enter_async_context(
+            Client(build_server(fresh_settings(tmp_path, name, observation_cap=CAP), clock))
+        )
+        for name in ("a", "b")
+    ]
+    return a, b
+
+
 def session_of(document: dict[str, Any]) -> dict[str, Any]:
     [session] = document["tables"]["sessions"]
     return session
@@ -61,12 +72,7 @@ async def test_an_old_backup_does_not_store_folded_observations_again(tmp_path: 
 async def test_two_machines_that_folded_different_turns_end_up_alike(tmp_path: Path) -> None:
     clock = FakeClock()
     async with AsyncExitStack() as stack:
-        a, b = [
-            await stack.enter_async_context(
-                Client(build_server(fresh_settings(tmp_path, name, observation_cap=CAP), clock))
-            )
-            for name in ("a", "b")
-        ]
+        a, b = await two_machines(stack, tmp_path, clock)
         await observe(a, clock, 0, 8, "a")
         await call(b, "memory_import", document=await export_document(a))
         await observe(b, clock, 8, 12, "b")  # b folds two of the shared turns
@@ -96,12 +102,7 @@ def numbered_in_order(document: dict[str, Any]) -> bool:
 async def test_positions_agree_when_one_copy_forgot_a_turn_the_other_folded(tmp_path: Path) -> None:
     clock = FakeClock()
     async with AsyncExitStack() as stack:
-        a, b = [
-            await stack.enter_async_context(
-                Client(build_server(fresh_settings(tmp_path, name, observation_cap=CAP), clock))
-            )
-            for name in ("a", "b")
-        ]
+        a, b = await two_machines(stack, tmp_path, clock)
         await observe(a, clock, 0, CAP, "a")
         await call(b, "memory_import", document=await export_document(a))
         await observe(a, clock, CAP, CAP + 1, "a")  # past a's cap: a folds a turn
@@ -120,12 +121,7 @@ async def test_positions_agree_when_one_copy_forgot_a_turn_the_other_folded(tmp_
 async def test_a_forgotten_turn_coming_back_leaves_the_positions_in_order(tmp_path: Path) -> None:
     clock = FakeClock()
     async with AsyncExitStack() as stack:
-        a, b = [
-            await stack.enter_async_context(
-                Client(build_server(fresh_settings(tmp_path, name, observation_cap=CAP), clock))
-            )
-            for name in ("a", "b")
-        ]
+        a, b = await two_machines(stack, tmp_path, clock)
         await observe(a, clock, 0, CAP, "a")
         await call(b, "memory_import", document=await export_document(a))
         first = (await export_document(b))["tables"]["observations"][0]["id"]
