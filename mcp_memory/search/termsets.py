@@ -60,15 +60,17 @@ def _ranges(starts: Int64Array, lengths: Int64Array) -> Int64Array:
 
 
 class _Postings:
-    """For each term rank, the members holding it, `members[starts[r]:starts[r + 1]]`, and each
-    one's place for that term (0 for its rarest)."""
+    """For each term rank, the members holding it, `members[starts[r]:starts[r + 1]]`, and (when
+    `placed`) each one's place for that term, 0 for its rarest; only prefix filtering needs those."""
 
-    def __init__(self, ranks: Ints, positions: Int64Array, owners: Ints, offsets: Int64Array, vocab: int) -> None:
+    def __init__(
+        self, ranks: Ints, positions: Int64Array, owners: Ints, offsets: Int64Array, vocab: int, placed: bool
+    ) -> None:
         """The postings of the terms at `positions` (ascending) of the members' terms, of `ranks`."""
         # one sort of (rank, position) pairs packed in an int64: quicker than a stable argsort
         at = np.sort((ranks.astype(np.int64) << 32) | positions) & _LOW
         self.members = owners[at]
-        self.places = (at - offsets[self.members]).astype(np.int32)
+        self.places = (at - offsets[self.members]).astype(np.int32) if placed else self.members[:0]
         self.starts = np.concatenate(([0], np.cumsum(np.bincount(ranks, minlength=vocab)))).astype(np.int64)
 
     def lengths(self, ranks: Int64Array) -> Int64Array:
@@ -129,7 +131,7 @@ class TermSets:
         self._offsets = np.concatenate(([0], np.cumsum(self._sizes))).astype(np.int64)
         self._owners = np.repeat(np.arange(len(self.keys), dtype=np.int32), self._sizes)
         everywhere = np.arange(len(self._ranks), dtype=np.int64)
-        self._all = _Postings(self._ranks, everywhere, self._owners, self._offsets, len(self._vocab))
+        self._all = _Postings(self._ranks, everywhere, self._owners, self._offsets, len(self._vocab), False)
         self._marked = np.zeros(len(self._vocab), dtype=bool)  # the probe's ranks, while one is compared
 
     def _ranked(self, terms: Ints) -> Int64Array:
@@ -192,7 +194,7 @@ class TermSets:
         if index is None:
             lengths = np.clip(self._sizes - self._need(min_share, self._sizes) + 1, 0, self._sizes)
             at = _ranges(self._offsets[:-1], lengths)
-            index = _Postings(self._ranks[at], at, self._owners, self._offsets, len(self._vocab))
+            index = _Postings(self._ranks[at], at, self._owners, self._offsets, len(self._vocab), True)
             self._prefixes[min_share] = index
         return index
 
