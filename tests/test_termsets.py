@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import random
+from collections import Counter
 
 import numpy as np
 import pytest
 
+from mcp_memory.search.postings import encode_terms
 from mcp_memory.search.termsets import TermSets
 
 
@@ -37,11 +39,18 @@ def _brute(sets: dict[str, set[int]], probe: set[int], unknown: int, min_share: 
     return found
 
 
-@pytest.mark.parametrize("seed", range(3))
-def test_every_threshold_finds_exactly_what_brute_force_finds(seed: int) -> None:
+def _member(words: list[int], form: str, i: int) -> np.ndarray | bytes:
+    """A word list as an array, as the index's stored blob, or (`mixed`) every other one each way."""
+    if form == "blobs" or (form == "mixed" and i % 2):
+        return encode_terms(Counter(words).items())
+    return np.array(words, dtype=np.int32)
+
+
+@pytest.mark.parametrize(("seed", "form"), [(0, "arrays"), (1, "blobs"), (2, "mixed")])
+def test_every_threshold_finds_exactly_what_brute_force_finds(seed: int, form: str) -> None:
     lists = _group(seed, 1500)
     leave_out = {1, 2, 3} if seed % 2 else set()
-    every = TermSets(((k, np.array(v, dtype=np.int32)) for k, v in lists.items()), leave_out)
+    every = TermSets(((k, _member(v, form, i)) for i, (k, v) in enumerate(lists.items())), leave_out)
     sets = {k: set(v) - leave_out for k, v in lists.items()}
     rng = random.Random(seed + 100)
     found_any = 0

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 
 from mcp_memory.db import Row
 from mcp_memory.errors import NotFoundError
-from mcp_memory.models.records import Memory
+from mcp_memory.models.records import Memory, MemoryDigest, searchable_text
 from mcp_memory.repositories.base import Repository, dump_json, placeholders, row_dict
 
 _COLUMNS = (
@@ -17,6 +18,12 @@ _COLUMNS = (
 
 def _memory(row: Row) -> Memory:
     return Memory(**row_dict(row, ("concepts", "files"), ("is_latest",)))
+
+
+def _digest(row: Row) -> MemoryDigest:
+    memory_id, root_id, created_at, title, content, concepts, files = row
+    text = searchable_text(title, content, json.loads(concepts or "[]"), json.loads(files or "[]"))
+    return MemoryDigest(memory_id, root_id, created_at, text)
 
 
 class MemoryRepository(Repository):
@@ -192,14 +199,14 @@ class MemoryRepository(Repository):
         )
         return [_memory(r) for r in rows]
 
-    async def latest_updated_between(self, project: str, start: str | None, end: str | None) -> list[Memory]:
-        """Latest memory versions last updated within [start, end] (either end open), oldest first."""
-        return await self.fetch_paged(
-            f"SELECT {_COLUMNS} FROM memories WHERE project = ? AND is_latest = 1 "
+    async def latest_ids_updated_between(self, project: str, start: str | None, end: str | None) -> list[str]:
+        """Ids of the latest memory versions last updated within [start, end] (either end open), oldest first."""
+        rows = await self.conn.fetchall(
+            "SELECT id FROM memories WHERE project = ? AND is_latest = 1 "
             "AND updated_at >= ? AND updated_at <= ? ORDER BY updated_at, id",
             (project, start or "", end or "9999"),
-            _memory,
         )
+        return [r[0] for r in rows]
 
     async def merge_chains(self, older: Memory, newer: Memory, older_versions: int, at: str) -> None:
         """Put the newer memory's chain after the older one's: one chain, the newer memory latest.
@@ -239,6 +246,15 @@ class MemoryRepository(Repository):
     async def latest_in_project(self, project: str) -> list[Memory]:
         return await self.fetch_paged(
             f"SELECT {_COLUMNS} FROM memories WHERE project = ? AND is_latest = 1", (project,), _memory
+        )
+
+    async def latest_digests(self, project: str) -> list[MemoryDigest]:
+        """What near-duplicate passes compare of every latest memory of a project, oldest first."""
+        return await self.fetch_paged(
+            "SELECT id, root_id, created_at, title, content, concepts, files FROM memories "
+            "WHERE project = ? AND is_latest = 1 ORDER BY created_at, id",
+            (project,),
+            _digest,
         )
 
     @staticmethod

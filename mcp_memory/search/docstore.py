@@ -141,6 +141,12 @@ class DocStore:
         order = np.argsort(-self._at[docs], kind="stable")
         return [self.keys[i] or "" for i in docs[order].tolist()]
 
+    def filtered_blobs(self, flt: Filter) -> list[tuple[str, bytes]]:
+        """Every live document passing the filter, as (key, stored term blob), in local-id order."""
+        docs = np.flatnonzero(self._alive[: len(self.keys)]).astype(np.int32)
+        docs = docs[self._mask(docs, flt)].tolist()
+        return [(self.keys[i] or "", self.blobs[i] or b"") for i in docs]
+
     def kind_counts(self) -> dict[int, int]:
         """Live documents per kind code."""
         live = self._kind[: len(self.keys)][self._alive[: len(self.keys)]]

@@ -62,9 +62,9 @@ class Partition(BM25Model):
         return found
 
     def term_sets(self, flt: Filter, leave_out: AbstractSet[int]) -> TermSets:
-        """The term sets, less `leave_out`, of every live document passing `flt`."""
-        members = [(key, terms) for key in self.filtered_keys(flt) if (terms := self.terms_of(key)) is not None]
-        return TermSets(members, leave_out)
+        """The term sets, less `leave_out`, of every live document passing `flt` (their stored
+        blobs: TermSets decodes them in `prepare`, off the event loop)."""
+        return TermSets(self.filtered_blobs(flt), leave_out)
 
     def search(
         self,

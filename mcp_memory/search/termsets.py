@@ -25,6 +25,8 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from mcp_memory.search.postings import TERM_DTYPE, decode_terms
+
 IntArray = npt.NDArray[np.int32]
 Int64Array = npt.NDArray[np.int64]
 Ints = npt.NDArray[np.integer[Any]]
@@ -59,6 +61,19 @@ def _ranges(starts: Int64Array, lengths: Int64Array) -> Int64Array:
     return shift + np.arange(total, dtype=np.int64)
 
 
+def _flattened(sets: list[IntArray | bytes]) -> tuple[Int64Array, Int64Array]:
+    """Every term of every set, one set after another, and the place of the set each came from."""
+    blobs = [s for s in sets if isinstance(s, bytes)]
+    if len(blobs) == len(sets):  # stored blobs: one decoding for them all
+        sizes = [len(b) // TERM_DTYPE.itemsize for b in blobs]
+        terms = decode_terms(b"".join(blobs))["t"].astype(np.int64)
+    else:
+        arrays = [decode_terms(s)["t"] if isinstance(s, bytes) else s for s in sets]
+        sizes = [len(a) for a in arrays]
+        terms = np.concatenate(arrays).astype(np.int64) if arrays else np.zeros(0, dtype=np.int64)
+    return terms, np.repeat(np.arange(len(sets), dtype=np.int64), sizes)
+
+
 class _Postings:
     """For each term rank, the members holding it, `members[starts[r]:starts[r + 1]]`, and (when
     `placed`) each one's place for that term, 0 for its rarest; only prefix filtering needs those."""
@@ -90,32 +105,32 @@ class _Postings:
 class TermSets:
     """The distinct term ids of each of a group of documents, searchable by Jaccard overlap."""
 
-    def __init__(self, members: Iterable[tuple[str, IntArray]], leave_out: Iterable[int] = ()) -> None:
-        """`members` are (key, term ids) pairs; the terms in `leave_out` are dropped from every set.
-        The arrays are only kept here: `prepare` does the work."""
+    def __init__(self, members: Iterable[tuple[str, IntArray | bytes]], leave_out: Iterable[int] = ()) -> None:
+        """`members` are (key, term ids) pairs, the ids an array or a stored term blob (see
+        search/postings.py); the terms in `leave_out` are dropped from every set. The sets are
+        only kept here: `prepare` does the work, decoding included."""
         keys: list[str] = []
-        arrays: list[IntArray] = []
+        sets: list[IntArray | bytes] = []
         for key, terms in members:
             keys.append(key)
-            arrays.append(terms)
+            sets.append(terms)
         self.keys = keys
-        self._arrays: list[IntArray] | None = arrays
+        self._sets: list[IntArray | bytes] | None = sets
         self._leave_out = np.fromiter(leave_out, dtype=np.int64)
         self._prefixes: dict[float, _Postings] = {}
 
     def prepare(self, *min_shares: float) -> None:
         """Order the sets and index them (and their prefixes for each of `min_shares`) ahead of the
         first probe. Pure NumPy on data of its own, so a pass can run it in a worker thread."""
-        if self._arrays is not None:
-            self._build(self._arrays)
-            self._arrays = None
+        if self._sets is not None:
+            self._build(self._sets)
+            self._sets = None
         for min_share in min_shares:
             self._prefix_index(min_share)
 
-    def _build(self, arrays: list[IntArray]) -> None:
+    def _build(self, sets: list[IntArray | bytes]) -> None:
         """Each set's distinct terms ranked rarest first, and the postings of every term."""
-        terms = np.concatenate(arrays).astype(np.int64) if arrays else np.zeros(0, dtype=np.int64)
-        docs = np.repeat(np.arange(len(arrays), dtype=np.int64), [len(a) for a in arrays])
+        terms, docs = _flattened(sets)
         keep = ~np.isin(terms, self._leave_out)
         docs, terms = docs[keep], terms[keep]
         if np.any((np.diff(terms) <= 0) & (np.diff(docs) == 0)):  # the index gives each set sorted, once

@@ -33,7 +33,7 @@ import anyio.to_thread
 from mcp_memory.clock import to_iso
 from mcp_memory.db import Tx
 from mcp_memory.models.loop import Change, ConsolidateResult
-from mcp_memory.models.records import Lesson, Memory, Outcome
+from mcp_memory.models.records import Lesson, MemoryDigest, Outcome
 from mcp_memory.repositories.forgotten import ForgottenRepository
 from mcp_memory.repositories.lessons import LessonRepository
 from mcp_memory.repositories.memories import MemoryRepository
@@ -49,7 +49,7 @@ from mcp_memory.services.duplicates import Pair, duplicate_pairs, still_as_plann
 from mcp_memory.services.episodic import EpisodicService
 from mcp_memory.services.forget import fact_fingerprint
 from mcp_memory.services.lessons import LessonService
-from mcp_memory.services.memories import SUPERSEDE_THRESHOLD, MemoryService, memory_text
+from mcp_memory.services.memories import SUPERSEDE_THRESHOLD, MemoryService
 from mcp_memory.services.outcomes import source_count
 from mcp_memory.services.relations import drop_relations
 from mcp_memory.services.summaries import SummaryService
@@ -68,7 +68,7 @@ class _MergePlan(NamedTuple):
     """Near-duplicate merges planned before the transaction, and what the plan compared."""
 
     pairs: list[Pair]
-    others: dict[str, Memory]
+    others: dict[str, MemoryDigest]
     every: TermSets
     merged: set[str]
 
@@ -150,8 +150,7 @@ class ConsolidateService(Service):
         """Which near-duplicate memories to merge, planned on a read connection before the write
         transaction (yielding to other requests as it goes), as the pass would merge them now."""
         async with self.db.read() as conn:
-            latest = await MemoryRepository(conn).latest_in_project(project)
-        latest.sort(key=lambda m: (m.created_at, m.id))
+            latest = await MemoryRepository(conn).latest_digests(project)
         every = self.deps.index.term_sets(project, SearchFilter(kinds=frozenset({"memory"})))
         await anyio.to_thread.run_sync(every.prepare, SUPERSEDE_THRESHOLD)  # most of a second at 100k
         others = {m.id: m for m in latest}
@@ -159,11 +158,11 @@ class ConsolidateService(Service):
         pairs = await duplicate_pairs(latest, others, every, self._terms, merged)
         return _MergePlan(pairs, others, every, merged)
 
-    def _terms(self, memory: Memory) -> tuple[frozenset[int], int]:
+    def _terms(self, memory: MemoryDigest) -> tuple[frozenset[int], int]:
         """A memory's words as the index holds them, or analysed afresh for one the index does not
         hold (yet): a memory this pass made latest again reaches the index only at commit."""
         terms = self.deps.index.terms_of(memory.id)
-        return (terms, 0) if terms else self.memories.term_ids(memory_text(memory))
+        return (terms, 0) if terms else self.memories.term_ids(memory.text)
 
     async def _merge(self, tx: Tx, project: str, plan: _MergePlan, relinked: list[str]) -> list[Change]:
         """Merge the planned pairs still as planned, then compare the memories relinked by this pass."""
@@ -171,9 +170,11 @@ class ConsolidateService(Service):
         pairs = list(plan.pairs)
         if relinked:
             chains = [await repo.chain(root_id, project) for root_id in relinked]
-            fresh = sorted((m for chain in chains for m in chain if m.is_latest), key=lambda m: (m.created_at, m.id))
+            fresh = sorted(
+                (m.digest() for chain in chains for m in chain if m.is_latest), key=lambda m: (m.created_at, m.id)
+            )
             pairs += await duplicate_pairs(fresh, plan.others, plan.every, self._terms, plan.merged)
-        changes = []
+        changes, gone = [], []
         for pair in pairs:
             current = {m.id: m for m in await repo.get_many([pair.older.id, pair.newer.id], project)}
             older, newer = current.get(pair.older.id), current.get(pair.newer.id)
@@ -183,9 +184,10 @@ class ConsolidateService(Service):
                 continue
             chain = await repo.chain(older.root_id, project)
             await repo.merge_chains(older, newer, len(chain), self.now_iso())
-            await self.deps.indexer.drop(tx, [older.id])
+            gone.append(older.id)
             tx.changed("memory", older.id, "merge")
             changes.append(Change(kind="memory", action="merged", id=older.id, detail=f"now a version of {newer.id}"))
+        await self.deps.indexer.drop(tx, gone)  # at once: a round trip or two instead of several per merge
         return changes
 
     async def _recurring_observations(self, project: str) -> list[str]:

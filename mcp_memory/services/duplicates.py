@@ -11,25 +11,25 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import NamedTuple, TypeGuard
 
-from mcp_memory.models.records import Memory
+from mcp_memory.models.records import Memory, MemoryDigest
 from mcp_memory.search.termsets import TermSets
 from mcp_memory.services.common import Breather
-from mcp_memory.services.memories import SUPERSEDE_THRESHOLD, memory_text
+from mcp_memory.services.memories import SUPERSEDE_THRESHOLD
 
-TermsOf = Callable[[Memory], tuple[frozenset[int], int]]
+TermsOf = Callable[[MemoryDigest], tuple[frozenset[int], int]]
 """A memory's term ids, and how many of its words no other memory can hold (see TermSets.similar)."""
 
 
 class Pair(NamedTuple):
     """Two live memories of different chains to merge: the older one's chain first, the newer latest."""
 
-    older: Memory
-    newer: Memory
+    older: MemoryDigest
+    newer: MemoryDigest
 
 
 async def duplicate_pairs(
-    probes: Sequence[Memory],
-    others: Mapping[str, Memory],
+    probes: Sequence[MemoryDigest],
+    others: Mapping[str, MemoryDigest],
     every: TermSets,
     terms_of: TermsOf,
     merged: set[str],
@@ -58,6 +58,6 @@ async def duplicate_pairs(
     return pairs
 
 
-def still_as_planned(current: Memory | None, planned: Memory) -> TypeGuard[Memory]:
+def still_as_planned(current: Memory | None, planned: MemoryDigest) -> TypeGuard[Memory]:
     """Whether a memory is, inside the transaction, still live and saying what the plan compared."""
-    return current is not None and current.is_latest and memory_text(current) == memory_text(planned)
+    return current is not None and current.is_latest and current.text == planned.text

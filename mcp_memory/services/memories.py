@@ -21,11 +21,6 @@ SUPERSEDE_THRESHOLD = 0.7
 """Saving a memory whose term set has Jaccard similarity above this with a live one supersedes it."""
 
 
-def memory_text(mem: Memory) -> str:
-    """Everything searchable about a memory, as one text (what the index and similarity analyse)."""
-    return "\n".join(part for part in (mem.title, mem.content, " ".join(mem.concepts), " ".join(mem.files)) if part)
-
-
 def memory_doc(mem: Memory) -> DocSpec:
     """The index document of a memory (only the latest version of a chain is indexed)."""
     return DocSpec(
@@ -35,7 +30,7 @@ def memory_doc(mem: Memory) -> DocSpec:
         project=mem.project,
         session_id=mem.session_id,
         at=mem.occurred_at or mem.created_at,
-        fields=((memory_text(mem), 1),),
+        fields=((mem.text, 1),),
         weight=mem.importance,
         dated=True,
     )
@@ -142,7 +137,7 @@ class MemoryService(Service):
         self, repo: MemoryRepository, draft: Memory, supersedes: str | None
     ) -> tuple[Memory | None, float | None]:
         """The live memory the draft replaces (named, or the most similar above the threshold)."""
-        text = memory_text(draft)
+        text = draft.text
         if supersedes is not None:
             terms = set(self.deps.index.analyzer.terms(text))
             named = await repo.get(supersedes, draft.project, field="supersedes")
@@ -243,7 +238,7 @@ class MemoryService(Service):
         return sorted(targets)
 
     def _words(self, mem: Memory) -> set[str]:
-        return set(self.deps.index.analyzer.terms(memory_text(mem)))
+        return set(self.deps.index.analyzer.terms(mem.text))
 
     async def _memory_docs(self, db: Database) -> AsyncIterator[list[DocSpec]]:
         async with db.read() as conn:

@@ -27,7 +27,7 @@ from mcp_memory.ids import new_id
 from mcp_memory.models.learning import LessonView
 from mcp_memory.models.loop import ReflectResult, SummarySource
 from mcp_memory.models.organising import RelationView
-from mcp_memory.models.records import Lesson, Memory, Observation, Outcome, Relation
+from mcp_memory.models.records import Lesson, Observation, Outcome, Relation
 from mcp_memory.privacy import says_something
 from mcp_memory.repositories.memories import MemoryRepository
 from mcp_memory.repositories.meta import MetaRepository
@@ -158,7 +158,9 @@ class ReflectService(Service):
 
     async def _evidence(
         self, conn: Conn, project: str, session_id: str | None, start: str | None, end: str | None
-    ) -> tuple[list[Observation], list[Outcome], list[Memory]]:
+    ) -> tuple[list[Observation], list[Outcome], list[str]]:
+        """The observations and outcomes in the scope, and the ids of the latest memories saved or
+        changed in it (ids only: a whole history's memories as records cost seconds to make)."""
         observations = ObservationRepository(conn)
         if session_id is not None:
             session_id = (await SessionRepository(conn).get(session_id, project)).id
@@ -169,8 +171,8 @@ class ReflectService(Service):
             outcomes = await OutcomeRepository(conn).between(project, start, end)
         memories = MemoryRepository(conn)
         if session_id is not None:
-            return found, outcomes, await memories.latest_in_sessions([session_id], project)
-        return found, outcomes, await memories.latest_updated_between(project, start, end)
+            return found, outcomes, [m.id for m in await memories.latest_in_sessions([session_id], project)]
+        return found, outcomes, await memories.latest_ids_updated_between(project, start, end)
 
     async def _retire_sequence(self, tx: Tx, project: str, finding: Finding) -> None:
         """Soft-delete a heuristic learned from these steps, now that they mostly fail."""
@@ -179,8 +181,8 @@ class ReflectService(Service):
             share = finding.share
             await self.lessons.retire(tx, existing, confidence=share, source={"share": round(share, 4)})
 
-    async def _close_pairs(self, project: str, memories: Sequence[Memory]) -> dict[tuple[str, str], float]:
-        """Pairs of latest memories on one topic, one of them among `memories`, by their word overlap."""
+    async def _close_pairs(self, project: str, memories: Sequence[str]) -> dict[tuple[str, str], float]:
+        """Pairs of latest memories on one topic, one of them among `memories` (ids), by their word overlap."""
         index = self.deps.index
         close: dict[tuple[str, str], float] = {}  # pairs on one topic (first seen first), by their overlap
         if not memories:
@@ -188,11 +190,11 @@ class ReflectService(Service):
         every = index.term_sets(project, SearchFilter(kinds=frozenset({"memory"})))
         await anyio.to_thread.run_sync(every.prepare, _ON_ONE_TOPIC)  # most of a second at 100k
         breathe = Breather()
-        for memory in memories:
+        for memory_id in memories:
             await breathe()
-            for other_id, overlap in sorted(every.similar(index.terms_of(memory.id), _ON_ONE_TOPIC).items()):
-                if other_id != memory.id and overlap <= 0.85:
-                    close.setdefault((min(memory.id, other_id), max(memory.id, other_id)), overlap)
+            for other_id, overlap in sorted(every.similar(index.terms_of(memory_id), _ON_ONE_TOPIC).items()):
+                if other_id != memory_id and overlap <= 0.85:
+                    close.setdefault((min(memory_id, other_id), max(memory_id, other_id)), overlap)
         return close
 
     async def _contradictions(
