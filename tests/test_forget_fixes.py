@@ -210,6 +210,25 @@ async def test_a_session_whose_observations_were_all_forgotten_gets_no_summary(c
     assert "scratch note" not in context
 
 
+async def test_ids_with_a_filter_are_refused_and_nothing_goes(client: Client) -> None:
+    first = await call(client, "memory_observe", content="first turn of the chat", session_id="chat-1")
+    second = await call(client, "memory_observe", content="second turn of the chat", session_id="chat-1")
+    memory = await call(client, "memory_save", content="The deploy script lives in ops/deploy.sh")
+
+    refused = [
+        await call_error(client, "memory_forget", ids=[second["id"]], session_id="chat-1"),
+        await call_error(client, "memory_forget", ids=[memory["id"]], kind="lesson", dry_run=True),
+        await call_error(client, "memory_forget", ids=[first["id"]], since="2000-01-01"),
+    ]
+    kept = await call(client, "memory_observations", session_id="chat-1")
+    alone = await call(client, "memory_forget", ids=[second["id"]])
+
+    assert all("ids: give ids or filters (kind, session_id, since, until), not both" in e for e in refused)
+    assert sorted(o["id"] for o in kept["observations"]) == sorted([first["id"], second["id"]])
+    assert (await call(client, "memory_get", id=memory["id"]))["memory"]["id"] == memory["id"]
+    assert (alone["counts"]["observation"], alone["total"]) == (1, 1)
+
+
 # -- what was forgotten travels with an export -------------------------------------------------------
 
 

@@ -104,8 +104,15 @@ class ForgetService(Service):
         if kind is not None and kind not in FILTERABLE:
             raise InvalidInputError("kind", f"must be one of {', '.join(FILTERABLE)}")
         start, end = time_window(since, until)
-        if not ids and kind is None and session_id is None and start is None and end is None:
+        filtered = kind is not None or session_id is not None or start is not None or end is not None
+        if not ids and not filtered:
             raise InvalidInputError("ids", "give ids, or at least one filter (kind, session_id, since, until)")
+        if ids and filtered:
+            # A filter does not narrow the ids, it forgets its own matches: refuse rather than
+            # delete more than the caller named.
+            raise InvalidInputError(
+                "ids", "give ids or filters (kind, session_id, since, until), not both: call once for each"
+            )
         scopes = [project] if restricted is not None else [project, GLOBAL_PROJECT]
         if dry_run:
             async with self.db.read() as conn:

@@ -107,7 +107,9 @@ _BY = (
 
 async def memory_forget(
     ctx: Ctx,
-    ids: Annotated[Ids | None, Field(description="Records to delete, of any kind (observation, memory, …).")] = None,
+    ids: Annotated[
+        Ids | None, Field(description="Records to delete, of any kind (observation, memory, …); not with a filter.")
+    ] = None,
     kind: Annotated[
         Literal["observation", "memory", "session", "lesson"] | None, Field(description="Filter: only this kind.")
     ] = None,
@@ -121,7 +123,7 @@ async def memory_forget(
     dry_run: Annotated[bool, Field(description="Only report what would be deleted.")] = False,
     project: Project = None,
 ) -> ForgetResult:
-    """Delete records for good, by id or filter (whole memory chains, sessions with their observations, relations)."""
+    """Delete records for good, by id or by filter, not both (memory chains, sessions and their turns, relations)."""
     return await app_of(ctx).forget.forget(
         await project_of(ctx, project),
         ids=ids,
