@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import logging
-import re
 from collections.abc import Callable
 from datetime import UTC, date, datetime, timedelta
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
@@ -45,7 +44,16 @@ def from_iso(text: str) -> datetime:
     return parsed.astimezone(UTC)
 
 
-_DATE_ONLY = re.compile(r"^\d{4}-\d{2}-\d{2}$")
+def date_only(text: str) -> date | None:
+    """The day an ISO-8601 date names with no time of day (`2026-01-05`, `20260105`,
+    `2026-W02-1`), or None for anything else."""
+    text = text.strip()
+    if "T" in text or " " in text or len(text) > 10:
+        return None
+    try:
+        return date.fromisoformat(text)
+    except ValueError:
+        return None
 
 
 def parse_moment(value: str | datetime | date) -> datetime:
@@ -58,8 +66,9 @@ def parse_moment(value: str | datetime | date) -> datetime:
     if isinstance(value, date):
         return datetime(value.year, value.month, value.day, tzinfo=UTC)
     text = value.strip()
-    if _DATE_ONLY.match(text):
-        return datetime.fromisoformat(text).replace(tzinfo=UTC)
+    day = date_only(text)
+    if day is not None:
+        return datetime(day.year, day.month, day.day, tzinfo=UTC)
     return from_iso(text)
 
 

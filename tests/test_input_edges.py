@@ -24,6 +24,18 @@ def test_stored_times_keep_four_digit_years_and_read_back_for_every_year() -> No
     assert to_iso(datetime(9999, 12, 31, 23, 59, 59, 999999)) == "9999-12-31T23:59:59.999999Z"
 
 
+@pytest.mark.parametrize("until", ["2026-01-05", "20260105", "2026-W02-1", " 2026-01-05 "])
+async def test_every_iso_form_of_a_date_ends_a_window_with_its_whole_day(client: Client, until: str) -> None:
+    for when in ("2026-01-04T23:00:00Z", "2026-01-05T00:00:00Z", "2026-01-05T18:30:00Z", "2026-01-06T00:00:00Z"):
+        await call(client, "memory_observe", content=f"deploy note at {when}", occurred_at=when)
+
+    listed = await call(client, "memory_observations", until=until)
+    planned = await call(client, "memory_forget", kind="observation", until=until, dry_run=True)
+
+    assert listed["total"] == 3
+    assert planned["counts"]["observation"] == 3
+
+
 @pytest.mark.parametrize("day", ["0001-01-01", "0224-05-01", "0999-12-31"])
 async def test_a_time_before_year_1000_is_stored_padded_and_found_by_range(client: Client, day: str) -> None:
     await call(client, "memory_observe", content="release checklist reviewed")  # dated 2026 by the clock

@@ -14,7 +14,7 @@ import anyio.lowlevel
 import numpy as np
 import numpy.typing as npt
 
-from mcp_memory.clock import Clock, epoch, parse_moment, to_iso
+from mcp_memory.clock import Clock, date_only, epoch, parse_moment, to_iso
 from mcp_memory.config import Settings
 from mcp_memory.db import Database
 from mcp_memory.errors import InvalidInputError
@@ -54,7 +54,6 @@ GLOBAL_PROJECT = "*"
 """The project name of the global scope (lessons and slots shared by every project)."""
 
 _PROJECT = re.compile(r"^[^\x00-\x1f*/\\]{1,128}$")
-_DATE_ONLY = re.compile(r"^\d{4}-\d{2}-\d{2}$")
 _SESSION_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:@-]{0,127}$")
 _RECORD_PREFIXES = " ".join(f"{prefix}_" for kind, prefix in PREFIXES.items() if kind != "session")
 
@@ -183,7 +182,7 @@ def moment(field: str, value: str | None) -> str | None:
 def time_window(since: str | None, until: str | None) -> tuple[str | None, str | None]:
     """A validated (since, until) pair of stored times; a date-only `until` includes that whole day."""
     start, end = moment("since", since), moment("until", until)
-    if until is not None and end is not None and _DATE_ONLY.match(until.strip()):
+    if until is not None and end is not None and date_only(until) is not None:
         end = to_iso(parse_moment(until) + timedelta(days=1, microseconds=-1))
     if start and end and start > end:
         raise InvalidInputError("since", "must not be later than until")
