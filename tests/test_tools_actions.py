@@ -372,6 +372,23 @@ async def test_the_frontier_filters_by_tag(client: Client, clock: FakeClock) -> 
     assert await frontier(client, tag="nothing") == []
 
 
+async def test_a_blank_tag_is_refused_and_the_stored_tags_are_kept(client: Client, clock: FakeClock) -> None:
+    action = await create(client, "Ship the exporter", clock, tags=["backend", "urgent"])
+
+    errors = [
+        await call_error(client, "memory_action_update", id=action["id"], tags=["ops", " "]),
+        await call_error(client, "memory_action_create", title="Another", tags=[""]),
+        await call_error(client, "memory_action_list", tag=""),
+        await call_error(client, "memory_frontier", tag="  "),
+    ]
+    listed = await call(client, "memory_action_list", tag=" urgent ")
+
+    assert "tags.1: must contain text" in errors[0]
+    assert "tags.0: must contain text" in errors[1]
+    assert all("tag: must contain text" in e for e in errors[2:])
+    assert [(a["title"], a["tags"]) for a in listed["actions"]] == [("Ship the exporter", ["backend", "urgent"])]
+
+
 # -- list ----------------------------------------------------------------------------------------
 
 

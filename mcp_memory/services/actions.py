@@ -234,6 +234,7 @@ class ActionService(Service):
         offset: int,
     ) -> ActionList:
         """Actions by status (open ones by default), highest priority then oldest first."""
+        tag = _tag_filter(tag)
         for status in statuses or ():
             if status not in STATUSES:
                 raise InvalidInputError("status", f"must be among {', '.join(STATUSES)}")
@@ -251,6 +252,7 @@ class ActionService(Service):
 
     async def frontier(self, project: str, *, tag: str | None, limit: int, offset: int = 0) -> ActionList:
         """What can be done next: open actions with every dependency done, by priority then age."""
+        tag = _tag_filter(tag)
         async with self.db.read() as conn:
             found, total = await ActionRepository(conn).frontier(project, tag, limit, offset)
             views = await self._views(conn, found)
@@ -295,11 +297,23 @@ class ActionService(Service):
 
 def _tags(scrub: Scrubber, tags: Sequence[str]) -> list[str]:
     """Tags as stored: scrubbed, stripped, one per spelling ignoring case (the first kept), sorted."""
+    for i, tag in enumerate(tags):
+        if not tag.strip():  # dropping it would say nothing, and on an update would clear the tags
+            raise InvalidInputError(f"tags.{i}", "must contain text (tags=[] clears an action's tags)")
     kept: dict[str, str] = {}
     for tag in scrub.many(tags) or []:
         if tag.strip():
             kept.setdefault(tag.strip().casefold(), tag.strip())
     return sorted(kept.values(), key=str.casefold)
+
+
+def _tag_filter(tag: str | None) -> str | None:
+    """A tag to filter by, as tags are stored (stripped); a blank one is refused, not matched to none."""
+    if tag is None:
+        return None
+    if not tag.strip():
+        raise InvalidInputError("tag", "must contain text (leave it out to list every tag)")
+    return tag.strip()
 
 
 def _describe(steps: Sequence[tuple[str, bool]]) -> str:
