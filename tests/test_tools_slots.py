@@ -251,9 +251,13 @@ async def test_replace_rewrites_the_whole_content(client: Client) -> None:
 async def test_replace_with_old_rewrites_one_passage(client: Client) -> None:
     await call(client, "memory_slot_create", name="todo", content="- write docs\n- fix bug\n- fix bug again")
 
-    replaced = await call(client, "memory_slot_replace", name="todo", old="fix bug", content="fix the parser bug")
+    ambiguous = await call_error(client, "memory_slot_replace", name="todo", old="fix bug", content="fix parser bug")
+    kept = await get(client, "todo")
+    replaced = await call(client, "memory_slot_replace", name="todo", old="fix bug\n", content="fix parser bug\n")
 
-    assert replaced["slot"]["content"] == "- write docs\n- fix the parser bug\n- fix bug again"  # first one only
+    assert "old: text found 2 times in slot 'todo'; give more of it" in ambiguous
+    assert kept["content"] == "- write docs\n- fix bug\n- fix bug again"
+    assert replaced["slot"]["content"] == "- write docs\n- fix parser bug\n- fix bug again"
 
 
 async def test_replace_with_an_old_passage_that_is_not_there_is_refused(client: Client) -> None:

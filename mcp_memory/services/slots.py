@@ -179,8 +179,13 @@ class SlotService(Service):
             slot, created = await self._find_or_default(tx, project, name, scope, restricted)
             body = slot.content
             if old is not None and new_text is not None:
-                if old not in body:
+                found = body.count(old)
+                if not found:
                     raise InvalidInputError("old", f"text not found in slot {name!r}; call memory_slot_get to see it")
+                if found > 1:  # which one was meant? Replacing the first could change the wrong line
+                    raise InvalidInputError(
+                        "old", f"text found {found} times in slot {name!r}; give more of it, so it is found once"
+                    )
                 body = body.replace(old, new_text, 1)
             elif new_text is not None:
                 body = new_text

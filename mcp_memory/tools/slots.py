@@ -79,7 +79,8 @@ async def memory_slot_replace(
         str | None, Field(max_length=100_000, description="New content (or the text that replaces old).")
     ] = None,
     old: Annotated[
-        str | None, Field(min_length=1, max_length=100_000, description="Replace only this passage.")
+        str | None,
+        Field(min_length=1, max_length=100_000, description="Replace only this passage (it must occur once)."),
     ] = None,
     size_limit: Annotated[int | None, Field(ge=1, le=100_000, description="New size limit.")] = None,
     pinned: Annotated[bool | None, Field(description="Pin or unpin.")] = None,
