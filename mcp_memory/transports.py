@@ -10,14 +10,11 @@ finish and close the database; a stdio server also exits when stdin closes or it
 from __future__ import annotations
 
 import asyncio
-import codecs
 import ipaddress
 import logging
 import os
 import signal
 import socket
-import sys
-import threading
 from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from types import FrameType
@@ -41,6 +38,7 @@ from mcp_memory.auth import load_grants
 from mcp_memory.config import Settings
 from mcp_memory.context import AppContext
 from mcp_memory.server import SharedApp, build_server
+from mcp_memory.stdio_lines import AnsweredMessages, StdinLines
 
 logger = logging.getLogger(__name__)
 
@@ -88,46 +86,6 @@ def is_loopback(host: str) -> bool:
         return ipaddress.ip_address(host).is_loopback
     except ValueError:
         return False
-
-
-class _StdinLines:
-    """Lines of stdin read by a daemon thread, so that stopping never waits on a blocked read.
-
-    The SDK reads stdin in an anyio worker thread, which cancellation cannot interrupt: a server
-    whose parent died (or that got SIGTERM) with stdin still open would never exit.
-    """
-
-    def __init__(self) -> None:
-        self._send, self._receive = anyio.create_memory_object_stream[str](64)
-        self._token = anyio.lowlevel.current_token()
-        self._fd = sys.stdin.fileno()
-        threading.Thread(target=self._pump, name="mcp-memory-stdin", daemon=True).start()
-
-    def _pump(self) -> None:
-        # Raw os.read, not sys.stdin: a daemon thread blocked inside a buffered reader at exit
-        # makes the interpreter abort ("could not acquire lock ... at interpreter shutdown").
-        decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
-        pending = ""
-        try:
-            while chunk := os.read(self._fd, 65536):
-                pending += decoder.decode(chunk)
-                *lines, pending = pending.split("\n")
-                for line in lines:
-                    anyio.from_thread.run(self._send.send, line + "\n", token=self._token)
-            if pending.strip():
-                anyio.from_thread.run(self._send.send, pending, token=self._token)
-            anyio.from_thread.run_sync(self._send.close, token=self._token)
-        except Exception:  # the event loop is gone: the server is shutting down anyway
-            return
-
-    def __aiter__(self) -> _StdinLines:
-        return self
-
-    async def __anext__(self) -> str:
-        try:
-            return await self._receive.receive()
-        except anyio.EndOfStream:
-            raise StopAsyncIteration from None
 
 
 class _DrainingServer(uvicorn.Server):
@@ -306,8 +264,10 @@ async def _run_stdio(server: MCPServer[AppContext], shared: SharedApp, tracker: 
     async with shared.use(), anyio.create_task_group() as tg:
         tg.start_soon(_watch_parent, tg.cancel_scope.cancel)
         tg.start_soon(_watch_signals, tracker, tg.cancel_scope.cancel)
-        async with stdio_server(stdin=_StdinLines()) as (read_stream, write_stream):  # type: ignore[arg-type]
-            await lowlevel.run(read_stream, write_stream, lowlevel.create_initialization_options())
+        lines = StdinLines()
+        async with stdio_server(stdin=lines) as (read_stream, write_stream):  # type: ignore[arg-type]
+            messages = AnsweredMessages(read_stream, lines, write_stream)
+            await lowlevel.run(messages, write_stream, lowlevel.create_initialization_options())
         tg.cancel_scope.cancel()  # stdin closed
 
 

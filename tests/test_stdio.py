@@ -1,12 +1,19 @@
-"""A real `mcp-memory serve` subprocess over stdio: data and ranking survive a restart."""
+"""A real `mcp-memory serve` subprocess over stdio: data and ranking survive a restart, and a
+line the SDK's parser refuses is still answered."""
 
 from __future__ import annotations
 
+import json
+import select
+import subprocess
 import sys
+import time
 from pathlib import Path
+from typing import Any
 
 from mcp import Client, StdioServerParameters
 
+from tests._servers import initialized_stdio_server
 from tests.conftest import call
 
 NOTES = [
@@ -51,3 +58,48 @@ async def test_data_and_ranking_survive_a_restart(tmp_path: Path) -> None:
 
     assert first[0][0] in {ids[1], ids[2], saved["id"]}
     assert renamed[0][0] == ids[4]
+
+
+def _answers(proc: subprocess.Popen[bytes], count: int, timeout: float = 30.0) -> list[dict[str, Any]]:
+    """The next `count` messages the server writes, failing if they do not come in time."""
+    assert proc.stdout is not None
+    answers: list[dict[str, Any]] = []
+    deadline = time.monotonic() + timeout
+    while len(answers) < count:
+        ready, _, _ = select.select([proc.stdout], [], [], max(0.0, deadline - time.monotonic()))
+        assert ready, f"no answer in {timeout} s; got {answers}"
+        answers.append(json.loads(proc.stdout.readline()))
+    return answers
+
+
+def _call(request_id: int, tool: str, **arguments: Any) -> str:
+    request = {"jsonrpc": "2.0", "id": request_id, "method": "tools/call"}
+    return json.dumps(request | {"params": {"name": tool, "arguments": arguments}})
+
+
+def test_a_line_the_sdk_cannot_parse_is_served_or_answered_never_dropped(tmp_path: Path) -> None:
+    nested: dict[str, Any] = {"leaf": 1}
+    for _ in range(300):
+        nested = {"inner": nested}
+    lines = [
+        '{"jsonrpc": "2.0", "method": "notifications/initialized"}',
+        # a lone surrogate escape, as JavaScript's JSON.stringify writes half of a broken emoji
+        _call(2, "memory_observe", content="Deploy note \\udc00 with a broken emoji").replace("\\\\udc00", "\\udc00"),
+        "this line is not JSON",
+        _call(4, "memory_import", document=nested),
+        '{"jsonrpc": "2.0", "id": 5, "method": "ping"}',
+    ]
+    with initialized_stdio_server(tmp_path / "lines.db") as proc:
+        assert proc.stdin is not None
+        proc.stdin.write(("\n".join(lines) + "\n").encode())
+        proc.stdin.flush()
+        answers = {a.get("id"): a for a in _answers(proc, 4)}
+
+    observed = answers[2]["result"]
+    assert not observed.get("isError"), observed
+    assert observed["structuredContent"]["title"] == "Deploy note \ufffd with a broken emoji"
+    assert answers[None]["error"]["code"] == -32700
+    assert answers[None]["error"]["message"].startswith("could not read: ")
+    assert answers[4]["result"]["isError"]
+    assert "document" in answers[4]["result"]["content"][0]["text"]
+    assert answers[5]["result"] == {}

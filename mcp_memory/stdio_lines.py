@@ -1,0 +1,177 @@
+"""Stdin for the stdio transport: lines read off the event loop, and every line answered.
+
+The SDK's stdio reader hands the server an exception for a line its JSON parser refuses (a lone
+UTF-16 surrogate escape such as `\\udc00`, which JavaScript clients can send, or arguments
+nested a few hundred levels deep), and the server drops it: the client waits for an answer that
+never comes. Here such a line is read again by Python's own parser: with lone surrogates made
+U+FFFD it is served, and a request that still cannot be read gets a JSON-RPC error under its own
+id, so the caller hears why.
+"""
+
+from __future__ import annotations
+
+import codecs
+import json
+import logging
+import os
+import sys
+import threading
+from collections import deque
+from types import TracebackType
+from typing import Any
+
+import anyio
+import anyio.lowlevel
+import mcp_types as types
+from mcp.shared._stream_protocols import ReadStream, WriteStream
+from mcp.shared.message import SessionMessage
+from pydantic import ValidationError
+
+logger = logging.getLogger(__name__)
+
+
+class StdinLines:
+    """Lines of stdin read by a daemon thread, so that stopping never waits on a blocked read.
+
+    The SDK reads stdin in an anyio worker thread, which cancellation cannot interrupt: a server
+    whose parent died (or that got SIGTERM) with stdin still open would never exit. The lines
+    handed out and not yet matched to what the SDK made of them wait in `pending`.
+    """
+
+    def __init__(self) -> None:
+        self._send, self._receive = anyio.create_memory_object_stream[str](64)
+        self._token = anyio.lowlevel.current_token()
+        self._fd = sys.stdin.fileno()
+        self.pending: deque[str] = deque()
+        threading.Thread(target=self._pump, name="mcp-memory-stdin", daemon=True).start()
+
+    def _pump(self) -> None:
+        # Raw os.read, not sys.stdin: a daemon thread blocked inside a buffered reader at exit
+        # makes the interpreter abort ("could not acquire lock ... at interpreter shutdown").
+        decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+        pending = ""
+        try:
+            while chunk := os.read(self._fd, 65536):
+                pending += decoder.decode(chunk)
+                *lines, pending = pending.split("\n")
+                for line in lines:
+                    anyio.from_thread.run(self._send.send, line + "\n", token=self._token)
+            if pending.strip():
+                anyio.from_thread.run(self._send.send, pending, token=self._token)
+            anyio.from_thread.run_sync(self._send.close, token=self._token)
+        except Exception:  # the event loop is gone: the server is shutting down anyway
+            return
+
+    def __aiter__(self) -> StdinLines:
+        return self
+
+    async def __anext__(self) -> str:
+        try:
+            line = await self._receive.receive()
+        except anyio.EndOfStream:
+            raise StopAsyncIteration from None
+        self.pending.append(line)
+        return line
+
+
+class AnsweredMessages:
+    """The SDK's stream of messages read from stdin, with the lines it could not parse read again
+    (and served) or answered with an error, rather than dropped.
+
+    The SDK turns each line into exactly one item, in order, so the oldest line still pending is
+    the one the item at hand came from.
+    """
+
+    def __init__(
+        self, inner: ReadStream[SessionMessage | Exception], lines: StdinLines, replies: WriteStream[SessionMessage]
+    ) -> None:
+        self._inner = inner
+        self._lines = lines
+        self._replies = replies
+
+    @property
+    def last_context(self) -> Any:
+        """The sender's context of the last item, as the SDK's own stream keeps it."""
+        return getattr(self._inner, "last_context", None)
+
+    async def receive(self) -> SessionMessage | Exception:
+        while True:
+            item = await self._inner.receive()
+            line = self._lines.pending.popleft() if self._lines.pending else ""
+            if not isinstance(item, Exception):
+                return item
+            repaired = await self._reread(line, item)
+            if repaired is not None:
+                return repaired
+
+    async def _reread(self, line: str, error: Exception) -> SessionMessage | None:
+        """The message of a line the SDK refused, read by Python's parser; None once answered."""
+        if not line.strip():
+            return None  # a blank line between messages
+        try:
+            message = json.loads(line)
+        except (ValueError, RecursionError):
+            message = None  # not JSON to Python either
+        else:
+            try:
+                valid = types.jsonrpc_message_adapter.validate_python(_without_lone_surrogates(message), by_name=False)
+                return SessionMessage(valid)
+            except (ValueError, RecursionError) as exc:
+                error = exc
+        request_id = _request_id(message)
+        reason = _reason(error)
+        logger.warning("could not read a message from stdin (request id %r): %s", request_id, reason)
+        if message is None or request_id is not None:  # JSON-RPC answers a parse error even without an id
+            code = types.PARSE_ERROR if message is None else types.INVALID_REQUEST
+            answer = types.JSONRPCError(
+                jsonrpc="2.0", id=request_id, error=types.ErrorData(code=code, message=f"could not read: {reason}")
+            )
+            await self._replies.send(SessionMessage(answer))
+        return None
+
+    async def aclose(self) -> None:
+        await self._inner.aclose()
+
+    def __aiter__(self) -> AnsweredMessages:
+        return self
+
+    async def __anext__(self) -> SessionMessage | Exception:
+        try:
+            return await self.receive()
+        except (anyio.EndOfStream, anyio.ClosedResourceError):
+            raise StopAsyncIteration from None
+
+    async def __aenter__(self) -> AnsweredMessages:
+        return self
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc_val: BaseException | None, exc_tb: TracebackType | None
+    ) -> bool | None:
+        await self.aclose()
+        return None
+
+
+def _without_lone_surrogates(value: Any) -> Any:
+    """`value` with every lone UTF-16 surrogate in its strings made U+FFFD (pairs are joined)."""
+    if isinstance(value, str):
+        return value.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
+    if isinstance(value, list):
+        return [_without_lone_surrogates(v) for v in value]
+    if isinstance(value, dict):
+        return {_without_lone_surrogates(k): _without_lone_surrogates(v) for k, v in value.items()}
+    return value
+
+
+def _request_id(message: Any) -> str | int | None:
+    """The id of a request, if `message` is one that has it."""
+    if not isinstance(message, dict) or "method" not in message:
+        return None
+    request_id = message.get("id")
+    return request_id if isinstance(request_id, str | int) and not isinstance(request_id, bool) else None
+
+
+def _reason(exc: Exception) -> str:
+    """What was wrong with a message, in a line."""
+    if isinstance(exc, ValidationError) and exc.errors():
+        return str(exc.errors()[0]["msg"])
+    return str(exc).splitlines()[0] if str(exc) else type(exc).__name__
