@@ -14,7 +14,18 @@ from mcp_memory.server import build_server
 from tests.conftest import FakeClock, call, call_error
 
 LONG_ID = "s" * 129
-BAD_PROJECTS = ["a/b", "*", "", "a\\b", "tab\there", "p" * 129]
+BAD_PROJECTS = [
+    "a/b",
+    "*",
+    "",
+    "a\\b",
+    "tab\there",
+    "p" * 129,
+    "zero\u200bwidth",
+    "\u202etset",
+    "del\x7f",
+    "\u0301\u0301",
+]
 
 
 def case(tool: str, field: str | None, rule: str, **args: Any) -> Any:

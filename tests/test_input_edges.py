@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import sqlite3
 from datetime import UTC, datetime
 
@@ -201,3 +202,27 @@ async def test_an_unusable_file_path_is_refused_naming_path(client: Client, path
         message = await call_error(client, tool, path=path)
         assert "path" in message
         assert says in message
+
+
+@pytest.mark.parametrize("blank", ["   ", "\u00a0", "\u3000", "\u2028"])
+async def test_a_blank_title_is_no_title(client: Client, blank: str) -> None:
+    observed = await call(
+        client, "memory_observe", content="Rotated the staging keys. Nothing else changed.", title=blank
+    )
+    saved = await call(client, "memory_save", content="Staging keys rotate every quarter.", title=blank)
+    memory = (await call(client, "memory_get", id=saved["id"]))["memory"]
+
+    assert observed["title"] == "Rotated the staging keys."
+    assert memory["title"] is None
+
+
+async def test_a_nul_in_text_is_stored_as_a_replacement_character(client: Client) -> None:
+    observed = await call(
+        client, "memory_observe", content="Build log line\x00 with a stray NUL", title="Log\x00", agent_id="ci\x00"
+    )
+    listed = (await call(client, "memory_observations", session_id=observed["session_id"], full=True))["observations"]
+    exported = json.dumps(await call(client, "memory_export"))
+
+    assert observed["title"] == "Log\ufffd"
+    assert [o["content"] for o in listed] == ["Build log line\ufffd with a stray NUL"]
+    assert "\\u0000" not in exported

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 import time
+import unicodedata
 from collections import Counter
 from collections.abc import Awaitable, Callable, Hashable, Iterable
 from collections.abc import Set as AbstractSet
@@ -53,7 +54,11 @@ class Breather:
 GLOBAL_PROJECT = "*"
 """The project name of the global scope (lessons and slots shared by every project)."""
 
-_PROJECT = re.compile(r"^[^\x00-\x1f*/\\]{1,128}$")
+_PROJECT = re.compile(r"^[^\x00-\x1f\x7f-\x9f*/\\]{1,128}$")
+_UNSEEN = frozenset({"Cc", "Cf", "Cs", "Zl", "Zp"})
+"""Unicode categories of characters a project name may not hold: controls, and those that show as
+nothing (zero-width spaces, direction marks, a byte order mark), so two names that look the same
+are the same name."""
 _SESSION_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:@-]{0,127}$")
 _RECORD_PREFIXES = " ".join(f"{prefix}_" for kind, prefix in PREFIXES.items() if kind != "session")
 
@@ -104,7 +109,7 @@ class Scrubber:
         self.counts: Counter[str] = Counter()
 
     def text(self, value: str) -> str:
-        result = self._privacy.clean(value)
+        result = self._privacy.clean(_readable(value))
         self.counts.update(result.counts)
         return result.text
 
@@ -127,7 +132,7 @@ class Scrubber:
 
     def required(self, field: str, value: str) -> str:
         """Scrub a required text; refuse it when no letter or digit is left outside private or secret parts."""
-        result = self._privacy.clean(value)
+        result = self._privacy.clean(_readable(value))
         if not says_something(result.text):
             if result.counts:
                 raise InvalidInputError(field, "must contain text other than private or secret parts")
@@ -136,11 +141,22 @@ class Scrubber:
         return result.text
 
 
+def _readable(text: str) -> str:
+    """`text` with each NUL made U+FFFD: a NUL ends a C string, so SQLite's text functions and
+    many readers of an export would stop at it, and it never means anything in a note."""
+    return text.replace("\x00", "\ufffd") if "\x00" in text else text
+
+
 def check_project(project: str) -> str:
     """A project name as given, or an error naming the field."""
     name = project.strip()
-    if not _PROJECT.match(name):
-        raise InvalidInputError("project", "must be 1-128 characters without control characters, '*', '/' or '\\'")
+    categories = {unicodedata.category(c) for c in name}
+    if not _PROJECT.match(name) or categories & _UNSEEN or all(c.startswith("M") for c in categories):
+        raise InvalidInputError(
+            "project",
+            "must be 1-128 characters without control characters, invisible ones (zero-width, direction "
+            "marks), '*', '/' or '\\', and not only combining marks",
+        )
     return name
 
 

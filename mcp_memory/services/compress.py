@@ -176,7 +176,8 @@ def compress(
     extracted from the content is cut to the sizes above.
     """
     parts = sentences(content)
-    made_title = " ".join(title.split()) if title else shorten(parts[0] if parts else content, TITLE_CHARS)
+    title = " ".join(title.split()) if title else None  # a blank title is no title: one is made
+    made_title = title or shorten(parts[0] if parts else content, TITLE_CHARS)
     if facts is None:
         rest = parts[1:] if not title else parts
         facts = extract_facts(rest) if len(parts) > 1 else []

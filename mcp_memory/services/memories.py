@@ -70,7 +70,7 @@ class MemoryService(Service):
             agent_id=agent,
             session_id=session_id,
             kind=kind,
-            title=scrub.optional(title),
+            title=" ".join((scrub.optional(title) or "").split()) or None,  # a blank title is none
             content=content,
             concepts=sorted({c.strip().casefold() for c in scrub.many(concepts) or [] if c.strip()}),
             files=list(dict.fromkeys(f.strip() for f in scrub.many(files) or [] if f.strip())),
