@@ -161,8 +161,12 @@ async def test_contradictory_clear_arguments_are_refused_naming_both(client: Cli
     assert "clear_parent: cannot be combined with parent_id" in message
     message = await call_error(client, "memory_action_update", id=action, clear_due=True, due="2026-03-01")
     assert "clear_due: cannot be combined with due" in message
+    message = await call_error(
+        client, "memory_action_update", id=action, add_depends_on=[other], remove_depends_on=[other]
+    )
+    assert f"remove_depends_on: {other} is also in add_depends_on" in message
     state = (await listed(client))[action]
-    assert (state["parent_id"], state["due"]) == (parent, "2026-02-01T00:00:00.000000Z")
+    assert (state["parent_id"], state["due"], state["depends_on"]) == (parent, "2026-02-01T00:00:00.000000Z", [])
 
 
 # -- slots ---------------------------------------------------------------------------------------

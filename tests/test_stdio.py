@@ -88,12 +88,13 @@ def test_a_line_the_sdk_cannot_parse_is_served_or_answered_never_dropped(tmp_pat
         "this line is not JSON",
         _call(4, "memory_import", document=nested),
         '{"jsonrpc": "2.0", "id": 5, "method": "ping"}',
+        _call(6, "memory_save", content="Half a number", importance=float("nan")),  # the bare NaN token
     ]
     with initialized_stdio_server(tmp_path / "lines.db") as proc:
         assert proc.stdin is not None
         proc.stdin.write(("\n".join(lines) + "\n").encode())
         proc.stdin.flush()
-        answers = {a.get("id"): a for a in _answers(proc, 4)}
+        answers = {a.get("id"): a for a in _answers(proc, 5)}
 
     observed = answers[2]["result"]
     assert not observed.get("isError"), observed
@@ -103,3 +104,6 @@ def test_a_line_the_sdk_cannot_parse_is_served_or_answered_never_dropped(tmp_pat
     assert answers[4]["result"]["isError"]
     assert "document" in answers[4]["result"]["content"][0]["text"]
     assert answers[5]["result"] == {}
+    assert answers[6]["result"]["isError"]
+    assert "importance" in answers[6]["result"]["content"][0]["text"]
+    assert "finite number" in answers[6]["result"]["content"][0]["text"]

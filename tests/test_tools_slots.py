@@ -356,7 +356,9 @@ async def test_deleting_a_default_slot_offers_its_name_again(client: Client) -> 
 
 async def test_delete_with_a_scope_only_touches_that_scope(client: Client) -> None:
     await call(client, "memory_slot_create", name="persona", content="Project persona.")
-    assert "persona" in await call_error(client, "memory_slot_delete", name="persona", scope="global")
+    message = await call_error(client, "memory_slot_delete", name="persona", scope="global")
+    assert 'scope="global" looks among the global slots only, and none has that name' in message
+    assert "this project's own slot has it: leave scope out to delete that one" in message
     assert (await get(client, "persona"))["content"] == "Project persona."
 
 

@@ -222,6 +222,10 @@ class SlotService(Service):
                         if restricted is not None
                         else 'only a global slot has that name; pass scope="global" to delete it'
                     )
+                elif target == GLOBAL_PROJECT:
+                    hint = 'scope="global" looks among the global slots only, and none has that name'
+                    if await repo.get_or_none(project, name) is not None:
+                        hint += "; this project's own slot has it: leave scope out to delete that one"
                 raise NotFoundError("slot", name, hint, field="name")
             # Noted as memory_forget notes what it deletes: an import of an older copy does not bring it back.
             await ForgottenRepository(tx).remember("slot", [slot.id], self.now_iso())

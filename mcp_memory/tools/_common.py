@@ -61,7 +61,7 @@ Files = Annotated[
     Field(max_length=200, description="File paths involved; extracted if omitted."),
 ]
 Ids = Annotated[list[Annotated[str, Field(min_length=1, max_length=128)]], Field(max_length=100)]
-Importance = Annotated[float, Field(ge=0.0, le=1.0, description="0 (trivia) to 1 (critical).")]
+Importance = Annotated[float, Field(allow_inf_nan=False, ge=0.0, le=1.0, description="0 (trivia) to 1 (critical).")]
 
 
 def app_of(ctx: Ctx) -> AppContext:

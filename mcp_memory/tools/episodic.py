@@ -62,7 +62,9 @@ async def memory_observe(
     session_id: SessionId = None,
     ref: Ref = None,
     occurred_at: OccurredAt = None,
-    importance: Annotated[float | None, Field(ge=0, le=1, description="0-1; default by type.")] = None,
+    importance: Annotated[
+        float | None, Field(allow_inf_nan=False, ge=0, le=1, description="0-1; default by type.")
+    ] = None,
     end_session: Annotated[bool, Field(description="Close the session after recording this.")] = False,
     agent_id: AgentId = None,
     project: Project = None,

@@ -28,7 +28,7 @@ async def memory_relate(
     source_id: Annotated[RecordId, Field(description="Record the edge starts at.")],
     target_id: Annotated[RecordId, Field(description="Record the edge points to.")],
     type: RelationType = "related",
-    weight: Annotated[float, Field(ge=0, le=1, description="Strength, 0-1.")] = 1.0,
+    weight: Annotated[float, Field(allow_inf_nan=False, ge=0, le=1, description="Strength, 0-1.")] = 1.0,
     note: Annotated[str | None, Field(max_length=1_000, description="Why they are related.")] = None,
     project: Project = None,
 ) -> RelateResult:

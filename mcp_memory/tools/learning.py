@@ -51,7 +51,9 @@ async def memory_lesson_save(
     ] = None,
     tags: Tags = None,
     task_type: TaskType = None,
-    confidence: Annotated[float | None, Field(gt=0, le=1, description="Initial confidence of a new lesson.")] = None,
+    confidence: Annotated[
+        float | None, Field(allow_inf_nan=False, gt=0, le=1, description="Initial confidence of a new lesson.")
+    ] = None,
     scope: Scope = "project",
     agent_id: AgentId = None,
     project: Project = None,
@@ -106,7 +108,7 @@ async def memory_outcome_record(
     ctx: Ctx,
     task: Annotated[str, Field(min_length=1, max_length=2_000, description="What was attempted.")],
     success: Annotated[bool | None, Field(description="Did it work? Give this and/or score.")] = None,
-    score: Annotated[float | None, Field(ge=0, le=1, description="How well it went, 0-1.")] = None,
+    score: Annotated[float | None, Field(allow_inf_nan=False, ge=0, le=1, description="How well it went, 0-1.")] = None,
     task_type: TaskType = None,
     strategy: Annotated[str | None, Field(max_length=2_000, description="The approach taken.")] = None,
     steps: Annotated[Items, Field(description="The steps taken, in order.")] = None,
@@ -119,7 +121,9 @@ async def memory_outcome_record(
     mistake_cards: Annotated[
         list[MistakeCardArg] | None, Field(max_length=20, description="Structured mistakes, merged with earlier ones.")
     ] = None,
-    duration_s: Annotated[float | None, Field(ge=0, le=31_536_000, description="How long it took, in seconds.")] = None,
+    duration_s: Annotated[
+        float | None, Field(allow_inf_nan=False, ge=0, le=31_536_000, description="How long it took, in seconds.")
+    ] = None,
     session_id: Annotated[str | None, Field(max_length=128, description="Session it happened in.")] = None,
     agent_id: AgentId = None,
     project: Project = None,

@@ -44,7 +44,7 @@ async def memory_save(
     concepts: Concepts = None,
     files: Files = None,
     importance: Annotated[
-        float | None, Field(ge=0.0, le=1.0, description="0 (trivia) to 1 (critical); default 0.5.")
+        float | None, Field(allow_inf_nan=False, ge=0.0, le=1.0, description="0 (trivia) to 1 (critical); default 0.5.")
     ] = None,
     supersedes: Annotated[
         str | None,
