@@ -287,7 +287,7 @@ class ExportResult(BaseModel):
     """An export document (inline) or where it was written."""
 
     counts: dict[str, int]
-    path: str | None = None
+    path: str | None = Field(None, description="The absolute path of the file written, when a path was given.")
     document: dict[str, Any] | None = Field(None, description="The export itself, when no path was given.")
 
 

@@ -13,7 +13,12 @@ from mcp_memory.tools._common import Ctx, Project, app_of, make_tool
 from mcp_memory.tools.caller import project_of, restricted_to
 
 FilePath = Annotated[
-    str | None, Field(max_length=4_096, description="File on the server's disk (if the server allows it).")
+    str | None,
+    Field(
+        max_length=4_096,
+        description="File on the server's disk (if the server allows it); best absolute: a relative path "
+        "starts at the server's working folder, ~ at its user's home.",
+    ),
 ]
 
 
