@@ -106,7 +106,8 @@ class ActionService(Service):
             raise InvalidInputError("clear_parent", "cannot be combined with parent_id; give one or the other")
         if clear_due and due is not None:
             raise InvalidInputError("clear_due", "cannot be combined with due; give one or the other")
-        both = [dep for dep in dict.fromkeys(add_depends_on) if dep in set(remove_depends_on)]
+        removing = set(remove_depends_on)
+        both = [dep for dep in add_depends_on if dep in removing]
         if both:
             raise InvalidInputError("remove_depends_on", f"{both[0]} is also in add_depends_on; give it in one of them")
         scrub = self.scrubber()
