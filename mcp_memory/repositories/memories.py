@@ -84,6 +84,15 @@ class MemoryRepository(Repository):
         )
         return [_memory(r) for r in rows]
 
+    async def chain_lengths(self, root_ids: Sequence[str], project: str) -> dict[str, int]:
+        """How many versions each of these chains has (chains with none are left out)."""
+        rows = await self.fetch_in(
+            "SELECT root_id, count(*) FROM memories WHERE project = ? AND root_id IN ({ids}) GROUP BY root_id",
+            root_ids,
+            (project,),
+        )
+        return {r[0]: r[1] for r in rows}
+
     async def versions_of(self, ids: Sequence[str], project: str) -> dict[str, list[str]]:
         """For each of `ids` that is a memory of the project, every version id of its chain, latest first."""
         rows = await self.fetch_in(

@@ -45,7 +45,7 @@ from mcp_memory.search.index import SearchFilter
 from mcp_memory.search.termsets import TermSets
 from mcp_memory.services.common import GLOBAL_PROJECT, Breather, Deps, Progress, Service, jaccard, no_progress
 from mcp_memory.services.compress import shorten
-from mcp_memory.services.duplicates import Pair, duplicate_pairs, still_as_planned
+from mcp_memory.services.duplicates import ChainsInPass, Pair, duplicate_pairs, still_as_planned
 from mcp_memory.services.episodic import EpisodicService
 from mcp_memory.services.forget import fact_fingerprint
 from mcp_memory.services.lessons import LessonService
@@ -174,16 +174,21 @@ class ConsolidateService(Service):
                 (m.digest() for chain in chains for m in chain if m.is_latest), key=lambda m: (m.created_at, m.id)
             )
             pairs += await duplicate_pairs(fresh, plan.others, plan.every, self._terms, plan.merged)
+        # Every planned memory and the length of its chain, read at once (a trip or two per merge
+        # held the write lock for most of a second at 100,000 memories); each merge then updates
+        # them as it updates the rows, so the pairs after it see what it did.
+        current = ChainsInPass(await repo.get_many(list(dict.fromkeys(m.id for p in pairs for m in p)), project))
+        current.lengths = await repo.chain_lengths(list(current.members), project)
         changes, gone = [], []
         for pair in pairs:
-            current = {m.id: m for m in await repo.get_many([pair.older.id, pair.newer.id], project)}
             older, newer = current.get(pair.older.id), current.get(pair.newer.id)
             if not (still_as_planned(older, pair.older) and still_as_planned(newer, pair.newer)):
                 continue  # changed since the plan: the next pass compares it again
             if older.root_id == newer.root_id:  # an earlier merge of this pass joined them already
                 continue
-            chain = await repo.chain(older.root_id, project)
-            await repo.merge_chains(older, newer, len(chain), self.now_iso())
+            at = self.now_iso()
+            await repo.merge_chains(older, newer, current.lengths[older.root_id], at)
+            current.merged(older, newer, at)
             gone.append(older.id)
             tx.changed("memory", older.id, "merge")
             changes.append(Change(kind="memory", action="merged", id=older.id, detail=f"now a version of {newer.id}"))

@@ -3,11 +3,13 @@
 Comparing every live memory of a project with all the others takes about a minute at 100,000
 memories, so consolidation plans the merges on a snapshot, outside its write transaction; inside
 it, each planned pair is merged only if both memories are still live and still say what the plan
-compared (`still_as_planned`).
+compared (`still_as_planned`), as `ChainsInPass` shows them: read once, then kept as each merge
+leaves them.
 """
 
 from __future__ import annotations
 
+from collections import defaultdict
 from collections.abc import Callable, Mapping, Sequence
 from typing import NamedTuple, TypeGuard
 
@@ -61,3 +63,31 @@ async def duplicate_pairs(
 def still_as_planned(current: Memory | None, planned: MemoryDigest) -> TypeGuard[Memory]:
     """Whether a memory is, inside the transaction, still live and saying what the plan compared."""
     return current is not None and current.is_latest and current.text == planned.text
+
+
+class ChainsInPass:
+    """The memories a merge step works on, as the step leaves them, grouped by chain, with each
+    chain's length."""
+
+    def __init__(self, memories: list[Memory]) -> None:
+        self.by_id = {m.id: m for m in memories}
+        self.members: dict[str, list[str]] = defaultdict(list)
+        for memory in memories:
+            self.members[memory.root_id].append(memory.id)
+        self.lengths: dict[str, int] = {}
+
+    def get(self, memory_id: str) -> Memory | None:
+        return self.by_id.get(memory_id)
+
+    def merged(self, older: Memory, newer: Memory, at: str) -> None:
+        """What MemoryRepository.merge_chains did: the newer chain follows the older one's versions."""
+        offset = self.lengths[older.root_id]
+        for memory_id in self.members.pop(newer.root_id, []):
+            moved = self.by_id[memory_id]
+            update = {"root_id": older.root_id, "version": moved.version + offset, "updated_at": at}
+            self.by_id[memory_id] = moved.model_copy(update=update)
+            self.members[older.root_id].append(memory_id)
+        self.by_id[older.id] = older.model_copy(
+            update={"is_latest": False, "superseded_by": newer.root_id, "updated_at": at}
+        )
+        self.lengths[older.root_id] += self.lengths.pop(newer.root_id)
