@@ -166,6 +166,7 @@ async def test_a_truncated_file_rolls_back_the_rows_it_had_already_written(
         ('{"tables": {"sessions": [{"id": "s1"}]}}', "document.tables.sessions[0]"),
         ('{"format_version": 1, "tables": {}}', "document: format must be"),
         ('{"format": "mcp-memory-export", "format_version": 1}', "document.tables: must be an object"),
+        ('{"format": "mcp-memory-export", "format_version": 1, "notes": "x", "tables": {}}', "document.notes: unknown"),
         ('{"format": "mcp-memory-export", "format_version": 1, "tables": {}} []', "path: not a JSON export"),
     ],
 )

@@ -342,6 +342,9 @@ def broken(document: dict[str, Any], how: str) -> tuple[dict[str, Any], str]:
     if how == "format_version":
         bad["format_version"] = 99
         return bad, "document: format_version"
+    if how == "unknown_key":
+        bad["memories"] = bad["tables"]["memories"]
+        return bad, "document.memories: unknown field"
     if how == "unknown_table":
         bad["tables"]["widgets"] = []
         return bad, "document.tables: unknown table 'widgets'"
@@ -377,6 +380,7 @@ def broken(document: dict[str, Any], how: str) -> tuple[dict[str, Any], str]:
     [
         "format",
         "format_version",
+        "unknown_key",
         "unknown_table",
         "tables_not_object",
         "rows_not_list",

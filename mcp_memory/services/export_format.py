@@ -20,6 +20,8 @@ EXPORT_VERSION = 1
 SCHEMA_VERSION = MIGRATIONS[-1][0]
 """The newest database schema whose exports this version reads (every older one too)."""
 READ_CHUNK = 2**20  # bytes of an import file read at a time
+# A key beyond these is refused rather than skipped: its data would vanish from an import that says it worked.
+_DOCUMENT_KEYS = ("format", "format_version", "schema_version", "projects", "tables")
 
 RowParser = Callable[[TableSpec, int, Any], BaseModel]
 """Validates and cleans one raw row of a table, given its position there."""
@@ -79,6 +81,9 @@ def check_header(values: Mapping[str, Any]) -> None:
     """
     if values.get("format") != EXPORT_FORMAT:
         raise ImportFormatError(f"document: format must be {EXPORT_FORMAT!r}")
+    unknown = sorted(set(values) - set(_DOCUMENT_KEYS))
+    if unknown:
+        raise ImportFormatError(f"document.{unknown[0]}: unknown field; a document holds {', '.join(_DOCUMENT_KEYS)}")
     version = values.get("format_version")
     if version != EXPORT_VERSION or isinstance(version, bool):
         raise ImportFormatError(
