@@ -91,6 +91,11 @@ async def test_bad_outcome_input_is_refused(client: Client) -> None:
         client, "memory_outcome_record", task="x", success=True, mistake_cards=[{"type": "t", "correct_decision": ""}]
     )
     assert "correct_decision" in message
+    message = await call_error(client, "memory_outcome_record", task="x", success=True, mistake_cards=["forgot tests"])
+    assert message.endswith("mistake_cards.0: must be an object of named fields")
+    card = {"type": "t", "correct_decision": "Run them.", "wrong": "Skipped them."}
+    message = await call_error(client, "memory_outcome_record", task="x", success=True, mistake_cards=[card])
+    assert message.endswith("mistake_cards.0.wrong: unknown field")
     message = await call_error(client, "memory_outcome_record", task="x", success=True, session_id="ses_nope")
     assert "No session 'ses_nope' in this project" in message
 

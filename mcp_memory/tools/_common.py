@@ -15,6 +15,7 @@ from mcp.server.mcpserver.tools import Tool
 from mcp.server.mcpserver.utilities.func_metadata import FuncMetadata
 from mcp_types import CallToolResult, TextContent, ToolAnnotations
 from pydantic import BaseModel, Field, ValidationError
+from pydantic_core import ErrorDetails
 
 from mcp_memory.context import AppContext
 from mcp_memory.errors import MCPMemoryError
@@ -194,9 +195,18 @@ def _argument_problem(meta: FuncMetadata, arguments: dict[str, Any]) -> str | No
     try:
         meta.arg_model.model_validate(meta.pre_parse_json(arguments))
     except ValidationError as exc:
-        problems = [f"{'.'.join(str(p) for p in err['loc'])}: {err['msg']}" for err in exc.errors()[:3]]
+        problems = [f"{'.'.join(str(p) for p in err['loc'])}: {_wording(err)}" for err in exc.errors()[:3]]
         return "; ".join(problems)
     return None
+
+
+def _wording(err: ErrorDetails) -> str:
+    """Pydantic's message for one problem, without the names of our Python classes in it."""
+    if err["type"] == "model_type":
+        return "must be an object of named fields"
+    if err["type"] == "extra_forbidden":
+        return "unknown field"
+    return err["msg"]
 
 
 def make_tool(
