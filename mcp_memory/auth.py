@@ -15,6 +15,8 @@ from pathlib import Path
 from mcp.server.auth.provider import AccessToken
 
 from mcp_memory.config import Settings
+from mcp_memory.errors import InvalidInputError
+from mcp_memory.projects import check_project
 
 MIN_TOKEN_LENGTH = 16
 
@@ -45,6 +47,11 @@ def load_grants(settings: Settings) -> list[Grant]:
                 continue
             if len(fields) > 3:
                 raise ValueError(f"{path}:{number}: expected TOKEN [PROJECT [AGENT_ID]]")
+            if len(fields) > 1:
+                try:
+                    fields[1] = check_project(fields[1])
+                except InvalidInputError as exc:
+                    raise ValueError(f"{path}:{number}: project {exc.rule}") from None
             grants.append(Grant(*fields))
     for grant in grants:
         if len(grant.token) < MIN_TOKEN_LENGTH:

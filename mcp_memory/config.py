@@ -16,6 +16,8 @@ import platformdirs
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator, model_validator
 
 from mcp_memory.clock import zone
+from mcp_memory.errors import InvalidInputError
+from mcp_memory.projects import check_project
 
 ENV_PREFIX = "MCP_MEMORY_"
 
@@ -211,6 +213,14 @@ class Settings(BaseModel):
     @classmethod
     def _expand_home(cls, value: Path | None) -> Path | None:
         return None if value is None else value.expanduser()
+
+    @field_validator("project")
+    @classmethod
+    def _project_name(cls, value: str) -> str:
+        try:
+            return check_project(value)
+        except InvalidInputError as exc:
+            raise ValueError(exc.rule) from None
 
     @field_validator("timezone")
     @classmethod

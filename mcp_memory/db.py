@@ -14,6 +14,7 @@ import contextvars
 import functools
 import logging
 import sqlite3
+import unicodedata
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -284,6 +285,8 @@ async def _connect(path: Path, busy_timeout_ms: int, synchronous: str) -> aiosql
         raise
     raw.row_factory = sqlite3.Row
     try:
+        # Migrations name projects in their stored spelling with it; never in a query of the tools.
+        await raw.create_function("nfc", 1, _composed, deterministic=True)
         for pragma in (
             f"PRAGMA busy_timeout={int(busy_timeout_ms)}",
             "PRAGMA foreign_keys=ON",
@@ -297,3 +300,8 @@ async def _connect(path: Path, busy_timeout_ms: int, synchronous: str) -> aiosql
             await raw.close()
         raise
     return raw
+
+
+def _composed(value: object) -> object:
+    """SQL nfc(text): the text in Unicode normal form C (anything else unchanged)."""
+    return unicodedata.normalize("NFC", value) if isinstance(value, str) else value

@@ -5,6 +5,8 @@ Never edit a migration that has shipped: add the next number.
 
 from __future__ import annotations
 
+from mcp_memory.migrations_tally import PROFILE_TALLY
+
 # Times are UTC ISO-8601 text ("2026-01-02T03:04:05.000000Z"); lists are JSON arrays in TEXT.
 _V1_FOUNDATION = [
     """CREATE TABLE meta (
@@ -280,69 +282,6 @@ _V6_RELATIONS_PER_PROJECT = [
 ]
 
 
-_TALLIED = ("concepts", "files")
-
-
-def _tally(row: str, add: bool, guard: str) -> list[str]:
-    """Statements a trigger runs to add or take away one row's concepts and files (when `guard` holds)."""
-    statements = []
-    for field in _TALLIED:
-        match = f"project = {row}.project AND field = '{field}' AND {guard}"
-        statements += (
-            # GROUP BY ends the SELECT, so ON CONFLICT cannot be read as a join's constraint
-            [f"INSERT INTO profile_tally (project, field, value, n) SELECT {row}.project, '{field}', j.value, count(*)"
-             f" FROM json_each({row}.{field}) j WHERE {guard} GROUP BY j.value"
-             " ON CONFLICT (project, field, value) DO UPDATE SET n = n + excluded.n"]
-            if add else
-            [f"UPDATE profile_tally SET n = n - (SELECT count(*) FROM json_each({row}.{field}) j WHERE j.value"
-             f" = profile_tally.value) WHERE {match} AND value IN (SELECT value FROM json_each({row}.{field}))",
-             f"DELETE FROM profile_tally WHERE {match} AND n <= 0"]
-        )  # fmt: skip
-    return statements
-
-
-def _tally_triggers(table: str, latest_only: bool) -> list[str]:
-    """Triggers that keep the count of `table`'s rows: all of them, or only the latest versions."""
-    old, new = ("OLD.is_latest = 1", "NEW.is_latest = 1") if latest_only else ("1", "1")
-    also = ", is_latest" if latest_only else ""
-    events = {
-        "insert": ("INSERT", _tally("NEW", True, new)),
-        "delete": ("DELETE", _tally("OLD", False, old)),
-        "update": (
-            f"UPDATE OF project, concepts, files{also}",
-            [*_tally("OLD", False, old), *_tally("NEW", True, new)],
-        ),
-    }
-    return [
-        f"CREATE TRIGGER {table}_tally_{name} AFTER {event} ON {table} BEGIN {'; '.join(body)}; END"
-        for name, (event, body) in events.items()
-    ]
-
-
-_V7_PROFILE_TALLY = [
-    # The profile's top concepts and files were counted by reading every record's lists (a second at
-    # 100k observations). Triggers keep a running count instead, so every writer, whichever process
-    # or path it takes (observe, save, import, forget, consolidation), keeps it true in the same
-    # transaction as its change; observations count wholly, memories while they are the latest.
-    """CREATE TABLE profile_tally (
-        project TEXT NOT NULL,
-        field   TEXT NOT NULL,
-        value   TEXT NOT NULL,
-        n       INTEGER NOT NULL,
-        PRIMARY KEY (project, field, value)
-    ) WITHOUT ROWID""",
-    "CREATE INDEX profile_tally_top ON profile_tally (project, field, n DESC, value)",
-    *(
-        f"INSERT INTO profile_tally (project, field, value, n) SELECT project, '{field}', value, count(*) FROM ("
-        f" SELECT o.project, j.value FROM observations o, json_each(o.{field}) j UNION ALL"
-        f" SELECT m.project, j.value FROM memories m, json_each(m.{field}) j WHERE m.is_latest = 1"
-        ") GROUP BY project, value"
-        for field in _TALLIED
-    ),
-    *_tally_triggers("observations", latest_only=False),
-    *_tally_triggers("memories", latest_only=True),
-]
-
 _V8_NO_TALLY_INDEX = [
     # Migration 7's index on the counts moved an entry on every count a write changed: 0.25 ms more
     # per observation on disk, for a top-k read that scans the (project, field) rows in 2 ms at 100k.
@@ -388,6 +327,25 @@ _V12_RELATIONS_BY_SOURCE = [
     "CREATE INDEX relations_by_source ON relations (source_id)",
 ]
 
+_NAMES_NOT_ASCII = "project GLOB '*[^ -~]*' AND project != nfc(project)"
+# Project names are stored composed (NFC) from now on: a macOS client's roots gave "Café" decomposed
+# while a typed name is composed, so one project was two. Rows are renamed where they stand; a row
+# whose composed name would collide with one already there (a slot, lesson or mistake card kept in
+# both spellings) is left as it was, whole, rather than merged by guesswork. nfc() is registered on
+# every connection. Renaming observations and memories moves their profile counts by trigger.
+_V13_COMPOSED_PROJECT_NAMES = [
+    *(
+        f"UPDATE OR IGNORE {table} SET project = nfc(project) WHERE {_NAMES_NOT_ASCII}"
+        for table in (
+            "sessions", "observations", "memories", "lessons", "outcomes", "mistake_cards", "slots",
+            "actions", "relations", "forgotten", "folded_observations", "audit_log",
+        )
+    ),
+    # An indexed record and its entry keep one project: a lesson left in the old spelling keeps its entry's.
+    f"UPDATE search_docs SET project = nfc(project) WHERE {_NAMES_NOT_ASCII}"
+    " AND doc_id NOT IN (SELECT id FROM lessons WHERE project GLOB '*[^ -~]*' AND project != nfc(project))",
+]  # fmt: skip
+
 MIGRATIONS: list[tuple[int, str, list[str]]] = [
     (1, "foundation: every table of the product reference", _V1_FOUNDATION),
     (2, "ranking attributes on stored terms; embedding vectors", _V2_RANKING_AND_VECTORS),
@@ -399,10 +357,15 @@ MIGRATIONS: list[tuple[int, str, list[str]]] = [
         "relations unique per project, so projects never share an edge between global records",
         _V6_RELATIONS_PER_PROJECT,
     ),
-    (7, "a running count of each project's concepts and files, kept by triggers", _V7_PROFILE_TALLY),
+    (7, "a running count of each project's concepts and files, kept by triggers", PROFILE_TALLY),
     (8, "no index on the profile's counts: writes cost more than the reads it spared", _V8_NO_TALLY_INDEX),
     (9, "the ids of forgotten records, so imports do not bring them back", _V9_FORGOTTEN_RECORDS),
     (10, "an index on observations by type, for filtered lists", _V10_OBSERVATIONS_BY_TYPE),
     (11, "the ids of folded observations, so imports do not store them again", _V11_FOLDED_OBSERVATIONS),
     (12, "an index on relations by source, for the edges of records going away", _V12_RELATIONS_BY_SOURCE),
+    (
+        13,
+        "project names in one spelling (composed), so a decomposed name joins its project",
+        _V13_COMPOSED_PROJECT_NAMES,
+    ),
 ]

@@ -71,7 +71,7 @@ async def test_a_schema_1_file_is_migrated_and_re_analysed(settings: Settings, c
         hits = (await call(client, "memory_recall", query="Caroline support group 7 May 2023"))["hits"]
         found = await call(client, "memory_smart_search", query="adoption agencies")
 
-    assert diagnosis["schema_version"] == MIGRATIONS[-1][0] == 12
+    assert diagnosis["schema_version"] == MIGRATIONS[-1][0] == 13
     assert diagnosis["analyzer_version"] == ANALYZER_VERSION
     assert diagnosis["index_in_sync"] is True
     assert diagnosis["index_docs"] == diagnosis["stored_docs"] == {"observation": 3, "memory": 1}

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import re
 import time
-import unicodedata
 from collections import Counter
 from collections.abc import Awaitable, Callable, Hashable, Iterable
 from collections.abc import Set as AbstractSet
@@ -54,11 +53,6 @@ class Breather:
 GLOBAL_PROJECT = "*"
 """The project name of the global scope (lessons and slots shared by every project)."""
 
-_PROJECT = re.compile(r"^[^\x00-\x1f\x7f-\x9f*/\\]{1,128}$")
-_UNSEEN = frozenset({"Cc", "Cf", "Cs", "Zl", "Zp"})
-"""Unicode categories of characters a project name may not hold: controls, and those that show as
-nothing (zero-width spaces, direction marks, a byte order mark), so two names that look the same
-are the same name."""
 _SESSION_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:@-]{0,127}$")
 _RECORD_PREFIXES = " ".join(f"{prefix}_" for kind, prefix in PREFIXES.items() if kind != "session")
 
@@ -145,19 +139,6 @@ def _readable(text: str) -> str:
     """`text` with each NUL made U+FFFD: a NUL ends a C string, so SQLite's text functions and
     many readers of an export would stop at it, and it never means anything in a note."""
     return text.replace("\x00", "\ufffd") if "\x00" in text else text
-
-
-def check_project(project: str) -> str:
-    """A project name as given, or an error naming the field."""
-    name = project.strip()
-    categories = {unicodedata.category(c) for c in name}
-    if not _PROJECT.match(name) or categories & _UNSEEN or all(c.startswith("M") for c in categories):
-        raise InvalidInputError(
-            "project",
-            "must be 1-128 characters without control characters, invisible ones (zero-width, direction "
-            "marks), '*', '/' or '\\', and not only combining marks",
-        )
-    return name
 
 
 def check_session_id(session_id: str) -> str:

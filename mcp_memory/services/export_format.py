@@ -10,8 +10,9 @@ from pydantic import BaseModel, ValidationError
 
 from mcp_memory.errors import ImportFormatError, InvalidInputError
 from mcp_memory.migrations import MIGRATIONS
+from mcp_memory.projects import check_project
 from mcp_memory.repositories.archive_tables import TABLES, TABLES_BY_NAME, TableSpec
-from mcp_memory.services.common import GLOBAL_PROJECT, Scrubber, check_project, moment
+from mcp_memory.services.common import GLOBAL_PROJECT, Scrubber, moment
 from mcp_memory.services.export_text import DocumentReader, DocumentSyntaxError, Header
 from mcp_memory.services.import_rows import REQUIRED_TEXT, ROW_MODELS, id_problem
 
@@ -189,14 +190,14 @@ def _parse_row(spec: TableSpec, index: int, row: Any, scrub: Scrubber, only_proj
         raise ImportFormatError(f"{where}.{exc.field}: {exc.rule}") from None
     project = getattr(record, "project", None)
     is_global = project == GLOBAL_PROJECT and spec.name in GLOBAL_TABLES
+    if project is not None and not is_global:
+        try:
+            project = check_project(project)  # a name in another spelling joins the project it names
+        except InvalidInputError as exc:
+            raise ImportFormatError(f"{where}.project: {exc.rule}") from None
     # A global row comes with the project's relations to it: the import admits it if it is stored already.
     if only_project is not None and project is not None and project != only_project and not is_global:
         raise ImportFormatError(f"{where}.project: this connection may only import into {only_project!r}")
-    if project is not None and not is_global:
-        try:
-            check_project(project)
-        except InvalidInputError as exc:
-            raise ImportFormatError(f"{where}.project: {exc.rule}") from None
     own: tuple[tuple[str, str | None], ...] = (
         (("id", None if spec.names_any else spec.name),) if spec.key == ("id",) else ()
     )
@@ -211,6 +212,8 @@ def _parse_row(spec: TableSpec, index: int, row: Any, scrub: Scrubber, only_proj
         try:
             if (name.endswith("_at") or name == "due") and value is not None:
                 cleaned[name] = moment(name, value)  # stored times are always UTC "…Z" text
+            elif name == "project":
+                cleaned[name] = project
             elif name in _NOT_TEXT:
                 cleaned[name] = value
             elif name in required:

@@ -22,7 +22,7 @@ from mcp.server.mcpserver.exceptions import ToolError
 from mcp_types.version import is_version_at_least
 
 from mcp_memory.errors import MCPMemoryError
-from mcp_memory.services.common import check_project
+from mcp_memory.projects import check_project
 from mcp_memory.tools._common import Ctx, app_of
 
 PROJECT_MARKER = ".mcp-memory-project"
@@ -63,17 +63,16 @@ async def project_of(ctx: Ctx, project: str | None) -> str:
     settings = app_of(ctx).settings
     bound = grant_of(ctx).get("project")
     roots = None if bound else await roots_project(ctx)
-    if project is not None:
-        allowed = bound or (roots or settings.project if settings.isolated else None)
-        if allowed is not None and project != allowed:
-            raise ToolError(f"project: this connection may only use project {allowed!r}; omit project to use it")
-        name = project
-    else:
-        name = bound or roots or settings.project
+    if project is None:
+        return bound or roots or settings.project  # each checked where it was read
     try:
-        return check_project(name)
+        name = check_project(project)
     except MCPMemoryError as exc:
         raise ToolError(str(exc)) from exc
+    allowed = bound or (roots or settings.project if settings.isolated else None)
+    if allowed is not None and name != allowed:
+        raise ToolError(f"project: this connection may only use project {allowed!r}; omit project to use it")
+    return name
 
 
 async def roots_project(ctx: Ctx) -> str | None:
@@ -117,7 +116,6 @@ def project_from_roots(uris: list[str], *, read_marker: bool) -> str | None:
                 name = marker[0].strip() if marker and marker[0].strip() else name
             except OSError:
                 pass  # no marker (or an unreadable one): the folder name stands
-        name = _UNSAFE.sub("-", name).strip("-")[:128]
-        if name:
-            return name
+        with contextlib.suppress(MCPMemoryError):  # a folder name no project may have names none
+            return check_project(_UNSAFE.sub("-", name).strip("-")[:128])
     return None

@@ -1,0 +1,31 @@
+"""What a project name may be, and the one spelling it is stored and compared under."""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+
+from mcp_memory.errors import InvalidInputError
+
+_PROJECT = re.compile(r"^[^\x00-\x1f\x7f-\x9f*/\\]{1,128}$")
+_UNSEEN = frozenset({"Cc", "Cf", "Cs", "Zl", "Zp"})
+"""Unicode categories of characters a project name may not hold: controls, and those that show as
+nothing (zero-width spaces, direction marks, a byte order mark), so two names that look the same
+are the same name."""
+
+
+def check_project(project: str) -> str:
+    """A project name in its stored form (trimmed, composed), or an error naming the field.
+
+    Composed (NFC) because one name arrives in two spellings: a folder name from a macOS client's
+    roots is often decomposed ("e" + accent), a name an agent types is composed; both are one project.
+    """
+    name = unicodedata.normalize("NFC", project.strip())
+    categories = {unicodedata.category(c) for c in name}
+    if not _PROJECT.match(name) or categories & _UNSEEN or all(c.startswith("M") for c in categories):
+        raise InvalidInputError(
+            "project",
+            "must be 1-128 characters without control characters, invisible ones (zero-width, direction "
+            "marks), '*', '/' or '\\', and not only combining marks",
+        )
+    return name
