@@ -217,6 +217,9 @@ class ForgetResult(BaseModel):
     )
     counts: dict[str, int] = Field(default_factory=dict, description="How many of each kind.")
     total: int
+    insights_cleared: bool = Field(
+        False, description="The profile's reflection insights were emptied: they may quote what went."
+    )
 
 
 class LatencyReport(BaseModel):

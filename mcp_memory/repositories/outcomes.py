@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from collections.abc import Set as AbstractSet
 
 from mcp_memory.db import Row
 from mcp_memory.models.records import MistakeCard, Outcome
@@ -112,6 +113,15 @@ class OutcomeRepository(Repository):
     async def count(self, project: str) -> int:
         return int(await self.conn.fetchval("SELECT count(*) FROM outcomes WHERE project = ?", (project,)))
 
+    async def said_elsewhere(self, project: str, column: str, text: str, besides: AbstractSet[str]) -> bool:
+        """Whether an outcome of the project other than those `besides` has `text` as its strategy or error."""
+        if column not in ("strategy", "error"):
+            raise ValueError(f"not a quoted outcome column: {column}")
+        rows = await self.conn.fetchall(
+            f"SELECT id FROM outcomes WHERE project = ? AND {column} = ? LIMIT ?", (project, text, len(besides) + 1)
+        )
+        return any(row[0] not in besides for row in rows)
+
 
 class MistakeCardRepository(Repository):
     """Mistake cards, merged by (type, task, correct decision) into one row with a seen count."""
@@ -178,6 +188,19 @@ class MistakeCardRepository(Repository):
                 )
             raised += found
         return raised
+
+    async def only_from(self, outcome_ids: Sequence[str]) -> list[str]:
+        """Ids of the cards every stored link of which is to one of these outcomes (their only source)."""
+        within = set(outcome_ids)
+        linked = await self.fetch_in(
+            "SELECT DISTINCT card_id FROM outcome_mistake_cards WHERE outcome_id IN ({ids})", sorted(within)
+        )
+        cards = sorted(row[0] for row in linked)
+        links = await self.fetch_in(
+            "SELECT card_id, outcome_id FROM outcome_mistake_cards WHERE card_id IN ({ids})", cards
+        )
+        elsewhere = {row[0] for row in links if row[1] not in within}
+        return [card for card in cards if card not in elsewhere]
 
     async def link(self, outcome_id: str, card_id: str) -> None:
         await self.conn.execute(

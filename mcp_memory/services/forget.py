@@ -29,6 +29,7 @@ from mcp_memory.repositories.sessions import SessionRepository
 from mcp_memory.services.common import GLOBAL_PROJECT, Service, time_window
 from mcp_memory.services.compress import shorten
 from mcp_memory.services.episodic_docs import digest_line_minute, observation_doc, session_doc_of
+from mcp_memory.services.forget_derived import clear_reflection, derived_from
 from mcp_memory.services.index_build import FORGET_ACTION
 from mcp_memory.services.memories import memory_doc
 
@@ -61,6 +62,8 @@ class _Plan:
     """Sessions that stay, with the positions of the folded observations' lines to cut from their digest."""
     folded: list[str] = field(default_factory=list)
     """Ids of the folded observations those lines stand for (noted when they were folded)."""
+    reflection: bool = False
+    """Whether the profile's reflection insights go with them."""
 
     def doomed(self) -> list[str]:
         """Every record id the plan deletes (a folded observation's line is its session's update)."""
@@ -95,11 +98,13 @@ class ForgetService(Service):
         until: str | None,
         dry_run: bool,
         restricted: str | None = None,
+        derived: bool = True,
     ) -> ForgetResult:
         """Delete the named records, or every record matching the filters; a dry run only reports.
 
         Global lessons and slots can be named by id, except by a caller `restricted` to one project:
-        to it they are read-only, so their ids are as unknown as another project's.
+        to it they are read-only, so their ids are as unknown as another project's. With `derived`,
+        what was learned from the records alone, or quotes them, goes too (forget_derived.py).
         """
         if kind is not None and kind not in FILTERABLE:
             raise InvalidInputError("kind", f"must be one of {', '.join(FILTERABLE)}")
@@ -116,10 +121,10 @@ class ForgetService(Service):
         scopes = [project] if restricted is not None else [project, GLOBAL_PROJECT]
         if dry_run:
             async with self.db.read() as conn:
-                plan = await self._plan(conn, project, scopes, ids, kind, session_id, start, end)
+                plan = await self._plan(conn, project, scopes, ids, kind, session_id, start, end, derived)
             return self._result(plan, dry_run=True)
         async with self.db.transaction(FORGET_ACTION, project=project) as tx:
-            plan = await self._plan(tx, project, scopes, ids, kind, session_id, start, end)
+            plan = await self._plan(tx, project, scopes, ids, kind, session_id, start, end, derived)
             observations, memories, sessions = (
                 ObservationRepository(tx),
                 MemoryRepository(tx),
@@ -154,6 +159,8 @@ class ForgetService(Service):
             for root in plan.memory_roots:
                 await memories.delete_chain(root, project)
             await LessonRepository(tx).delete(plan.lessons)
+            if plan.reflection:
+                await clear_reflection(tx, project, self.now_iso())
             records = RecordNames(tx)
             for other_kind, other_ids in plan.others.items():
                 await records.delete(other_kind, other_ids)
@@ -177,8 +184,17 @@ class ForgetService(Service):
             for record_id, project in (await ForgottenRepository(tx).still_stored(ids)).items():
                 by_project[project].append(record_id)
             for project, stored in sorted(by_project.items()):
+                # What the copy derived from them went there (and is noted too) or was kept on purpose,
+                # as consolidation keeps the heuristics of the outcomes it prunes.
                 result = await self.forget(
-                    project, ids=sorted(stored), kind=None, session_id=None, since=None, until=None, dry_run=False
+                    project,
+                    ids=sorted(stored),
+                    kind=None,
+                    session_id=None,
+                    since=None,
+                    until=None,
+                    dry_run=False,
+                    derived=False,
                 )
                 gone += result.total
         return gone
@@ -251,6 +267,7 @@ class ForgetService(Service):
         session_id: str | None,
         since: str | None,
         until: str | None,
+        derived: bool,
     ) -> _Plan:
         plan = _Plan()
         observations, memories, sessions = (
@@ -312,6 +329,14 @@ class ForgetService(Service):
         for root in dict.fromkeys(plan.memory_roots):
             plan.memories += [m.id for m in await memories.chain(root, project)]
         plan.memory_roots = list(dict.fromkeys(plan.memory_roots))
+        # What was learned from them alone, or quotes them, goes too (listed, so a dry run shows it).
+        if derived:
+            taken = await derived_from(conn, project, set(plan.doomed()))
+            plan.lessons = list(dict.fromkeys([*plan.lessons, *taken.lessons]))
+            if taken.mistake_cards:
+                cards = plan.others.setdefault("mistake_card", [])
+                cards += [card for card in taken.mistake_cards if card not in cards]
+            plan.reflection = taken.reflection
         # An edge cannot outlive either end: the records' relations go with them, and are listed.
         if edges := await RelationRepository(conn).ids_touching(plan.doomed()):
             plan.others.setdefault("relation", []).extend(edges)
@@ -340,6 +365,7 @@ class ForgetService(Service):
             deleted={kind: ids[:LISTED_IDS] for kind, ids in deleted.items()},
             counts={kind: len(ids) for kind, ids in deleted.items()},
             total=sum(len(ids) for ids in deleted.values()),
+            insights_cleared=plan.reflection,
         )
 
 
