@@ -14,6 +14,7 @@ from mcp_memory.repositories import archive
 from mcp_memory.server import build_server
 from mcp_memory.services import export_format, operations
 from tests.conftest import FakeClock, call, call_error
+from tests.test_export_target import names
 from tests.test_tools_operations import anyio_backend, export_document, exported, fresh_settings, populate
 
 __all__ = ["anyio_backend", "exported"]  # module-scoped fixtures shared with the in-memory import tests
@@ -51,7 +52,7 @@ async def test_a_file_export_is_the_inline_document_byte_for_byte(
 
     assert target.read_text(encoding="utf-8") == dumped(inline)
     assert written["counts"] == {name: len(rows) for name, rows in inline["tables"].items()}
-    assert not (tmp_path / "backup.json.tmp").exists()
+    assert names(tmp_path, "backup") == ["backup.json"]  # no temporary left
 
 
 async def test_a_file_export_reports_progress_and_a_cancelled_one_leaves_no_file(

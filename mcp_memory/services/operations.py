@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 from collections.abc import Awaitable, Callable, Iterator, Sequence
 from contextlib import aclosing
+from pathlib import Path
 from typing import Any
 
 import anyio
@@ -23,6 +24,7 @@ from mcp_memory.repositories.observations import ObservationRepository
 from mcp_memory.repositories.outcomes import MistakeCardRepository
 from mcp_memory.repositories.sessions import SessionRepository
 from mcp_memory.services.common import Deps, Progress, Service, no_progress
+from mcp_memory.services.export_file import publish, refuse_database_files, temporary_beside
 from mcp_memory.services.export_format import (
     RowParser,
     check_document,
@@ -79,18 +81,19 @@ class OperationsService(Service):
                 document = {**header(await MetaRepository(conn).schema_version(), projects), "tables": tables}
             return ExportResult(counts={name: len(rows) for name, rows in tables.items()}, document=document)
         target = await self._file_path("path", path)
-        if await target.exists() and not overwrite:
+        refuse_database_files("path", Path(target), self.db.path)
+        if await target.exists() and not overwrite:  # refused before the work; publish checks again after
             raise InvalidInputError("path", f"{target} exists; pass overwrite=true to replace it")
-        temporary = target.with_name(target.name + ".tmp")
+        temporary: anyio.Path | None = None
         try:
+            temporary = await temporary_beside(target)
             counts = await self._write_file(temporary, projects, progress)
-            await temporary.replace(target)  # atomic: a crash never leaves half an export behind
+            await publish(temporary, target, overwrite)  # atomic: a crash never leaves half an export behind
         except OSError as exc:
-            await _remove(temporary)
             raise InvalidInputError("path", f"cannot write {target}: {exc.strerror or exc}") from None
-        except BaseException:  # cancelled or failed part-way: no half-written file is left
-            await _remove(temporary)
-            raise
+        finally:  # published, cancelled or failed part-way: no temporary file is left
+            if temporary is not None:
+                await _remove(temporary)
         return ExportResult(counts=counts, path=str(target))
 
     async def _inline_fits(self, archive: ArchiveRepository, projects: Sequence[str] | None) -> None:

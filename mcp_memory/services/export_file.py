@@ -1,0 +1,77 @@
+"""Where an export file is written: never over the database, through a temporary file of its own.
+
+The document is written to a fresh temporary file beside the target and renamed into place, so a
+crash never leaves half an export at the target, two exports to one path never write into one
+file, and no file of the user's that happens to share a name is touched.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import os
+import tempfile
+import time
+from pathlib import Path
+
+import anyio
+import anyio.to_thread
+
+from mcp_memory.errors import InvalidInputError
+
+TEMPORARY_SUFFIX = ".mcp-memory-export.tmp"
+STALE_AFTER_S = 3600.0
+"""A temporary export file this old is a killed export's leftover (an export takes minutes at most)."""
+_DATABASE_FILES = ("", "-wal", "-shm", "-journal", "-index")
+
+
+def refuse_database_files(field: str, target: Path, db: Path) -> None:
+    """Refuse a target that is the database or one of the files SQLite and the index cache keep beside it."""
+    place = target.resolve()
+    for suffix in _DATABASE_FILES:
+        kept = db.with_name(db.name + suffix)
+        same = place == kept.resolve()
+        with contextlib.suppress(OSError):
+            same = same or os.path.samefile(target, kept)
+        if same or (suffix == "-index" and place.parent == kept.resolve().parent and place.name.startswith(kept.name)):
+            raise InvalidInputError(field, f"{target} is the database's own file; name another file")
+
+
+async def temporary_beside(target: anyio.Path) -> anyio.Path:
+    """A new, empty temporary file in the target's folder, after removing leftovers of killed exports."""
+
+    def make() -> str:
+        for stale in Path(target.parent).glob(f".{_glob_escape(target.name)}.*{TEMPORARY_SUFFIX}"):
+            with contextlib.suppress(OSError):
+                if time.time() - stale.stat().st_mtime > STALE_AFTER_S:
+                    stale.unlink()
+        handle, name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=TEMPORARY_SUFFIX, dir=target.parent)
+        os.close(handle)
+        return name
+
+    return anyio.Path(await anyio.to_thread.run_sync(make))
+
+
+async def publish(temporary: anyio.Path, target: anyio.Path, overwrite: bool) -> None:
+    """Move the finished temporary file to the target, atomically; without `overwrite`, never over a file."""
+    if overwrite:
+        await temporary.replace(target)
+        return
+    try:
+        # A hard link fails if the target exists, however late another writer made it.
+        await anyio.to_thread.run_sync(os.link, temporary, target)
+    except FileExistsError:
+        raise InvalidInputError("path", f"{target} exists; pass overwrite=true to replace it") from None
+    except OSError as exc:
+        if exc.errno not in (errno.EPERM, errno.ENOTSUP, errno.EOPNOTSUPP, errno.EXDEV, errno.EMLINK):
+            raise
+        if await target.exists():  # a file system without hard links: the check is as late as it can be
+            raise InvalidInputError("path", f"{target} exists; pass overwrite=true to replace it") from None
+        await temporary.replace(target)
+        return
+    await temporary.unlink()
+
+
+def _glob_escape(name: str) -> str:
+    """`name` with the characters glob treats as patterns bracketed, so it matches only itself."""
+    return "".join(f"[{c}]" if c in "*?[" else c for c in name)
