@@ -17,6 +17,7 @@ import os
 import sys
 import threading
 from collections import deque
+from collections.abc import Awaitable, Callable
 from types import TracebackType
 from typing import Any
 
@@ -83,11 +84,16 @@ class AnsweredMessages:
     """
 
     def __init__(
-        self, inner: ReadStream[SessionMessage | Exception], lines: StdinLines, replies: WriteStream[SessionMessage]
+        self,
+        inner: ReadStream[SessionMessage | Exception],
+        lines: StdinLines,
+        replies: WriteStream[SessionMessage],
+        before_end: Callable[[], Awaitable[None]] | None = None,
     ) -> None:
         self._inner = inner
         self._lines = lines
         self._replies = replies
+        self._before_end = before_end
 
     @property
     def last_context(self) -> Any:
@@ -139,6 +145,11 @@ class AnsweredMessages:
         try:
             return await self.receive()
         except (anyio.EndOfStream, anyio.ClosedResourceError):
+            # The end of stdin ends the session, and the SDK then cancels what is still running:
+            # a client that writes its requests and closes stdin (as the spec's shutdown begins)
+            # would lose calls the server had read whole. They are answered first.
+            if self._before_end is not None:
+                await self._before_end()
             raise StopAsyncIteration from None
 
     async def __aenter__(self) -> AnsweredMessages:

@@ -53,6 +53,7 @@ class CallTracker:
 
     def __init__(self) -> None:
         self.active = 0
+        self.started = 0
         self.closing = False
         self._idle = anyio.Event()
         self._idle.set()
@@ -64,6 +65,7 @@ class CallTracker:
             text = "Error: the server is shutting down; retry in a moment"
             return CallToolResult(content=[TextContent(type="text", text=text)], is_error=True)
         self.active += 1
+        self.started += 1
         if self._idle.is_set():
             self._idle = anyio.Event()
         try:
@@ -76,6 +78,16 @@ class CallTracker:
     async def idle(self) -> None:
         """Return once no call is in flight."""
         await self._idle.wait()
+
+    async def settled(self, quiet_s: float) -> None:
+        """Return once no call is in flight and none has started for `quiet_s` (calls read from a
+        pipe a moment ago reach the tracker only when their task first runs)."""
+        while True:
+            started = self.started
+            await self.idle()
+            await anyio.sleep(quiet_s)
+            if self.started == started and self.active == 0:
+                return
 
 
 def is_loopback(host: str) -> bool:
@@ -266,7 +278,9 @@ async def _run_stdio(server: MCPServer[AppContext], shared: SharedApp, tracker: 
         tg.start_soon(_watch_signals, tracker, tg.cancel_scope.cancel)
         lines = StdinLines()
         async with stdio_server(stdin=lines) as (read_stream, write_stream):  # type: ignore[arg-type]
-            messages = AnsweredMessages(read_stream, lines, write_stream)
+            messages = AnsweredMessages(
+                read_stream, lines, write_stream, lambda: _finish_calls(tracker, "stdin closed", refuse_new=False)
+            )
             await lowlevel.run(messages, write_stream, lowlevel.create_initialization_options())
         tg.cancel_scope.cancel()  # stdin closed
 
@@ -284,14 +298,20 @@ async def _watch_signals(tracker: CallTracker, stop: Callable[[], None]) -> None
     """On SIGTERM/SIGINT let the calls in flight finish (up to a grace period), then stop."""
     with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
         async for received in signals:
-            logger.info("received %s; finishing %d call(s) in flight", signal.Signals(received).name, tracker.active)
-            tracker.closing = True
-            with anyio.move_on_after(GRACE_S) as waited:
-                await tracker.idle()
-            if waited.cancelled_caught:
-                logger.warning("calls still running after %.0f s; stopping anyway", GRACE_S)
-            else:
-                # A call is finished before the SDK writes its response to stdout; give that a moment.
-                await anyio.sleep(RESPONSE_DRAIN_S)
+            await _finish_calls(tracker, f"received {signal.Signals(received).name}")
             stop()
             return
+
+
+async def _finish_calls(tracker: CallTracker, why: str, *, refuse_new: bool = True) -> None:
+    """Wait (up to a grace period) for the calls in flight to be answered, refusing new ones if told."""
+    tracker.closing = refuse_new
+    logger.info("%s; finishing %d call(s) in flight", why, tracker.active)
+    busy, started = tracker.active, tracker.started
+    with anyio.move_on_after(GRACE_S) as waited:
+        await tracker.settled(RESPONSE_DRAIN_S / 5)
+    if waited.cancelled_caught:
+        logger.warning("calls still running after %.0f s; stopping anyway", GRACE_S)
+    elif busy or tracker.started != started:
+        # A call is finished before the SDK writes its response to stdout; give that a moment.
+        await anyio.sleep(RESPONSE_DRAIN_S)

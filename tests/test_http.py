@@ -445,6 +445,33 @@ def test_a_stdio_server_exits_0_when_its_stdin_closes(tmp_path: Path) -> None:
     assert _closed_database(db) == []
 
 
+def test_calls_piped_before_stdin_closes_are_all_answered_and_stored(tmp_path: Path) -> None:
+    """A client that writes its requests and closes stdin (the spec's shutdown starts so) loses none."""
+    db = tmp_path / "piped.db"
+    saves = [
+        {
+            "jsonrpc": "2.0",
+            "id": n,
+            "method": "tools/call",
+            "params": {"name": "memory_save", "arguments": {"content": f"Piped note number {n}."}},
+        }
+        for n in range(2, 32)
+    ]
+    with initialized_stdio_server(db) as proc:
+        assert proc.stdin is not None
+        assert proc.stdout is not None
+        initialized = {"jsonrpc": "2.0", "method": "notifications/initialized"}
+        proc.stdin.write("".join(json.dumps(m) + "\n" for m in [initialized, *saves]).encode())
+        proc.stdin.close()
+        replies = [json.loads(line) for line in proc.stdout.read().splitlines()]
+        code = proc.wait(15)
+
+    assert code == 0
+    assert sorted(r["id"] for r in replies) == [m["id"] for m in saves]
+    assert [r for r in replies if r.get("error") or r["result"].get("isError")] == []
+    assert _closed_database(db) == sorted(f"Piped note number {n}." for n in range(2, 32))
+
+
 PARENT = """\
 import subprocess, sys, time
 child = subprocess.Popen(sys.argv[1:], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
