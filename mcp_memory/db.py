@@ -97,7 +97,10 @@ class Database:
             if mode is None or str(mode[0]).lower() != "wal":
                 raise StorageError(f"could not switch {path} to WAL mode (got {mode and mode[0]})")
             for _ in range(readers):
-                db._readers.append(await _connect(path, busy_timeout_ms, synchronous))
+                reader = await _connect(path, busy_timeout_ms, synchronous)
+                db._readers.append(reader)
+                # A reader never writes, so a read transaction that cannot commit may simply roll back.
+                await reader.execute("PRAGMA query_only=ON")
             db._free_readers = list(db._readers)
             db._reader_available = anyio.Semaphore(readers)
             # after the readers: an up-to-date file is recognised by a read, without the write lock
@@ -202,7 +205,7 @@ class Database:
                     yield Conn(raw)
                 finally:
                     with anyio.CancelScope(shield=True):
-                        await raw.execute("COMMIT")
+                        await _end_read(raw)
             except sqlite3.Error as exc:
                 raise translate_error(exc) from exc
             finally:
@@ -300,6 +303,17 @@ async def _connect(path: Path, busy_timeout_ms: int, synchronous: str) -> aiosql
             await raw.close()
         raise
     return raw
+
+
+async def _end_read(raw: aiosqlite.Connection) -> None:
+    """End a read transaction; one that cannot commit (on a damaged file, say) is rolled back if
+    still open, as a reader returned to the pool inside a transaction would fail every later read."""
+    try:
+        await raw.execute("COMMIT")
+    except sqlite3.Error as exc:
+        logger.warning("a read transaction could not commit: %s", exc)
+        if raw.in_transaction:
+            await raw.execute("ROLLBACK")
 
 
 def _composed(value: object) -> object:

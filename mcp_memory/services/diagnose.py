@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import random
 import time
+from collections.abc import Awaitable
+from typing import TypeVar
 
 import anyio
 
 from mcp_memory import __version__
-from mcp_memory.errors import MCPMemoryError
+from mcp_memory.errors import MCPMemoryError, StorageError
 from mcp_memory.models.results import DiagnoseResult, EmbeddingReport, LatencyReport
 from mcp_memory.repositories.embeddings import EmbeddingRepository
 from mcp_memory.repositories.memories import MemoryRepository
@@ -18,6 +20,8 @@ from mcp_memory.repositories.search_docs import SearchDocRepository
 from mcp_memory.search.analyzer import ANALYZER_VERSION
 from mcp_memory.search.index import SearchFilter
 from mcp_memory.services.common import Service
+
+T = TypeVar("T")
 
 
 class DiagnoseService(Service):
@@ -40,15 +44,29 @@ class DiagnoseService(Service):
         """
         async with self.db.read() as conn:
             meta = MetaRepository(conn)
-            schema = await meta.schema_version()
-            counts = await meta.table_counts(only)
-            integrity = await meta.integrity_check()
-            pragmas = await meta.pragmas()
-            stored = await SearchDocRepository(conn).counts_by_kind(only)
-            observations = await ObservationRepository(conn).count(only)
-            latest_memories = await MemoryRepository(conn).count(only, latest_only=True)
-            chains_out_of_line = len(await MemoryRepository(conn).chains_out_of_line(only))
-            stored_vectors = await EmbeddingRepository(conn).counts_by_model(only)
+            try:
+                integrity = await meta.integrity_check()
+            except StorageError as exc:  # damage so bad that the check itself stops at it
+                integrity = [str(exc)]
+            damaged = integrity != ["ok"]
+
+            async def figure(read: Awaitable[T], unknown: T) -> T:
+                """A figure read from the file, or `unknown` where damage (reported above) stops the read."""
+                try:
+                    return await read
+                except StorageError:
+                    if not damaged:
+                        raise
+                    return unknown
+
+            schema = await figure(meta.schema_version(), 0)
+            counts = await figure(meta.table_counts(only), {})
+            pragmas = await figure(meta.pragmas(), {})
+            stored = await figure(SearchDocRepository(conn).counts_by_kind(only), {})
+            observations = await figure(ObservationRepository(conn).count(only), -1)
+            latest_memories = await figure(MemoryRepository(conn).count(only, latest_only=True), -1)
+            chains_out_of_line = len(await figure(MemoryRepository(conn).chains_out_of_line(only), []))
+            stored_vectors = await figure(EmbeddingRepository(conn).counts_by_model(only), {})
         index = self.deps.index
         in_memory = index.counts_by_kind(only)
         expected_ok = stored.get("observation", 0) == observations and stored.get("memory", 0) == latest_memories
