@@ -131,18 +131,21 @@ async def test_the_default_project_is_not_named_and_omitted_titles_are_short(cli
     assert compiled["fetch"] == f'memory_smart_search(ids=["{memory}"]); memory_profile()'
 
 
-async def test_more_left_out_ids_than_one_search_takes_are_split_over_calls(client: Client) -> None:
+async def test_a_long_left_out_list_is_cut_to_the_most_wanted_and_counted(client: Client) -> None:
+    slots = []
     for i in range(102):  # none fits in the budget
-        await call(client, "memory_slot_create", name=f"block_{i}", content=f"block {i} " * 60, pinned=True)
+        made = await call(client, "memory_slot_create", name=f"block_{i:03}", content=f"block {i} " * 60, pinned=True)
+        slots.append(made["slot"]["id"])
 
     compiled = await call(client, "memory_context", budget=100)
 
     calls = hinted_calls(compiled["fetch"])
-    assert [(tool, len(args["ids"])) for tool, args in calls] == [
-        ("memory_smart_search", 100),
-        ("memory_smart_search", 2),
-    ]
-    assert [i for _, args in calls for i in args["ids"]] == [o["id"] for o in compiled["omitted"] if o["id"]]
+    listed = [o["id"] for o in compiled["omitted"]]
+    assert len(listed) == 20
+    assert compiled["omitted_unlisted"] == 82
+    assert [s["omitted"] for s in compiled["sections"] if s["name"] == "pinned_slots"] == [102]
+    assert set(listed) <= set(slots)
+    assert [(tool, args["ids"]) for tool, args in calls] == [("memory_smart_search", listed)]
 
 
 # -- 3. the core profile names only tools it exposes ----------------------------------------------------

@@ -35,6 +35,10 @@ from mcp_memory.services.summaries import SUMMARY_HEADER
 CHARS_PER_TOKEN = 4
 FETCH_IDS_PER_CALL = 100  # memory_smart_search takes at most this many ids
 OMITTED_TITLE_CHARS = 60
+OMITTED_LISTED = 20
+"""At most this many left-out items are listed: a small budget must not buy a long list instead."""
+_POOL = 5
+"""Each section reads this many times its share: the further items fill budget the others leave."""
 
 
 def estimate_tokens(text: str) -> int:
@@ -54,6 +58,8 @@ class _Section:
     name: str
     heading: str
     items: list[_Item] = field(default_factory=list)
+    share: int | None = None
+    """Items it may take before every section has had its share; the rest fill what budget is left."""
 
 
 class ContextService(Service):
@@ -90,20 +96,15 @@ class ContextService(Service):
             await self._memories(project, focus),
         ]
         text = f"# Memory for project {project}\n"
+        taken = _fill(sections, len(text), budget * CHARS_PER_TOKEN)
         report: list[ContextSection] = []
-        omitted: list[OmittedItem] = []
-        for section in sections:
-            included = 0
-            for position, item in enumerate(section.items):
-                block = (section.heading if included == 0 else "") + item.text + "\n"
-                if estimate_tokens(text + block) > budget:
-                    omitted += [
-                        OmittedItem(section=section.name, id=i.id, title=shorten(i.title, OMITTED_TITLE_CHARS))
-                        for i in section.items[position:]
-                    ]
-                    break
-                text += block
-                included += 1
+        left: list[tuple[bool, int, _Section, _Item]] = []
+        for order, (section, included) in enumerate(zip(sections, taken, strict=True)):
+            if included:
+                text += section.heading + "".join(i.text + "\n" for i in section.items[:included])
+            # Listed most wanted first: what a section's share left out, then its further items.
+            share = len(section.items) if section.share is None else section.share
+            left += [(n >= share, order, section, i) for n, i in enumerate(section.items) if n >= included]
             if section.items:
                 report.append(
                     ContextSection(
@@ -113,6 +114,11 @@ class ContextService(Service):
                         tokens=estimate_tokens("".join(i.text + "\n" for i in section.items[:included])),
                     )
                 )
+        left.sort(key=lambda entry: entry[:2])  # stable: each section's items keep their order
+        omitted = [
+            OmittedItem(section=section.name, id=item.id, title=shorten(item.title, OMITTED_TITLE_CHARS))
+            for _, _, section, item in left[:OMITTED_LISTED]
+        ]
         return ContextResult(
             project=project,
             text=text,
@@ -120,6 +126,7 @@ class ContextService(Service):
             budget=budget,
             sections=report,
             omitted=omitted,
+            omitted_unlisted=len(left) - len(omitted),
             fetch=self._fetch_hint(project, default_project or self.settings.project, omitted),
         )
 
@@ -180,30 +187,35 @@ class ContextService(Service):
         return section
 
     async def _lessons(self, project: str, focus: str | None, task_type: str | None) -> _Section:
-        section = _Section("lessons", "\n## Lessons\n")
-        found = []
-        for scope, limit in ((project, 10), (GLOBAL_PROJECT, 5)):
+        found: list[LessonView] = []
+        later: list[LessonView] = []
+        for scope, share in ((project, 10), (GLOBAL_PROJECT, 5)):
             if scope == GLOBAL_PROJECT and project == GLOBAL_PROJECT:
                 continue
             # The focus puts what matches first; then what applies to the task type (its own lessons and
             # untyped ones), then the best of the rest, each by confidence.
+            limit = share * _POOL
             relevant = await self.lessons.ranked(scope, focus, task_type=task_type, limit=limit) if focus else []
             applicable = await self.lessons.ranked(scope, None, task_type=task_type, limit=limit)
             rest = await self.lessons.ranked(scope, None, limit=limit) if task_type else []
-            found += _unique(relevant + applicable + rest)[:limit]
-        for lesson in found:
+            ranked = _unique(relevant + applicable + rest)[:limit]
+            found += ranked[:share]  # the project's share, then the global one, before either's rest
+            later += ranked[share:]
+        section = _Section("lessons", "\n## Lessons\n", share=len(found))
+        for lesson in found + later:
             detail = f" — {lesson.context}" if lesson.kind == "anti_pattern" and lesson.context else ""
             line = f"- [{lesson.kind} {lesson.confidence:.2f}] {shorten(lesson.content, 300)}{detail} ({lesson.id})"
             section.items.append(_Item(line, lesson.id, shorten(lesson.content, 80)))
         return section
 
     async def _mistakes(self, project: str, task_type: str | None) -> _Section:
-        section = _Section("mistake_cards", "\n## Mistakes to avoid\n")
+        section = _Section("mistake_cards", "\n## Mistakes to avoid\n", share=5)
         async with self.db.read() as conn:
             repo = MistakeCardRepository(conn)
             # The task type's cards first, then the most seen of the others.
-            focused = await repo.top(project, task_type, 5) if task_type else []
-            cards = _unique(focused + await repo.top(project, None, 5))[:5]
+            limit = 5 * _POOL
+            focused = await repo.top(project, task_type, limit) if task_type else []
+            cards = _unique(focused + await repo.top(project, None, limit))[:limit]
         for c in cards:
             line = f"- Seen {c.seen_count}x, {c.type} in {shorten(c.task, 80)!r}: do {shorten(c.correct_decision, 160)}"
             if c.wrong_decision:
@@ -214,9 +226,9 @@ class ContextService(Service):
         return section
 
     async def _sessions(self, project: str) -> _Section:
-        section = _Section("sessions", "\n## Recent sessions\n")
+        section = _Section("sessions", "\n## Recent sessions\n", share=5)
         async with self.db.read() as conn:
-            found, _ = await SessionRepository(conn).page(project, "all", "", 5, 0)
+            found, _ = await SessionRepository(conn).page(project, "all", "", 5 * _POOL, 0)
             spans = await ObservationRepository(conn).spans([s.id for s in found])
         for s in found:
             title = s.title or public_id(s.id)
@@ -232,20 +244,41 @@ class ContextService(Service):
         return section
 
     async def _memories(self, project: str, focus: str | None) -> _Section:
-        section = _Section("memories", "\n## Memories\n")
+        section = _Section("memories", "\n## Memories\n", share=10)
         vector = await self.query_vector(focus) if focus else None
+        limit = 10 * _POOL
         async with self.db.read() as conn:
             repo = MemoryRepository(conn)
-            memories = await repo.important(project, 10)
+            memories = await repo.important(project, limit)
             if focus:
                 hits = self.deps.index.search(
-                    project, focus, SearchFilter(kinds=frozenset({"memory"})), 10, self.now().timestamp(), vector
+                    project, focus, SearchFilter(kinds=frozenset({"memory"})), limit, self.now().timestamp(), vector
                 )
-                memories = _unique(await repo.get_many([h.doc_id for h in hits], project) + memories)[:10]
+                memories = _unique(await repo.get_many([h.doc_id for h in hits], project) + memories)[:limit]
         for m in memories:
             line = f"- [{m.kind}] {shorten(m.content, 300)} ({m.id})"
             section.items.append(_Item(line, m.id, m.title or shorten(m.content, 80)))
         return section
+
+
+def _fill(sections: list[_Section], used: int, room: int) -> list[int]:
+    """How many items of each section fit in `room` characters (`used` already are), in order.
+
+    Every section first takes up to its share, so none crowds out those after it; what room is left
+    then goes to each section's further items, in section order. A section stops at its first item
+    that does not fit (cut at an item boundary, never skipping to a smaller one).
+    """
+    taken = [0] * len(sections)
+    for first in (True, False):
+        for n, section in enumerate(sections):
+            stop = len(section.items) if section.share is None or not first else min(section.share, len(section.items))
+            while taken[n] < stop:
+                size = (len(section.heading) if taken[n] == 0 else 0) + len(section.items[taken[n]].text) + 1
+                if used + size > room:
+                    break
+                used += size
+                taken[n] += 1
+    return taken
 
 
 _T = TypeVar("_T", LessonView, Memory, MistakeCard)
