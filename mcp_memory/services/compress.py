@@ -54,6 +54,7 @@ _PATH = re.compile(
 )
 _HASHTAG = re.compile(r"(?<!\w)#([A-Za-z][\w-]{1,40})")
 _NAME = re.compile(r"(?<=[a-z,;:] )([A-Z][a-z]+(?: [A-Z][a-z]+){0,2})\b(?!\.\w)")
+_ABBREVIATED = re.compile(r"[A-Za-z](?:\.[A-Za-z])+")  # "e.g", "i.e", "U.S": dotted, but no identifier
 _WORD = re.compile(rf"(?:[^\W\d_][{MARKS}]*){{4,}}")  # a letter with its marks (Devanagari vowels) is one
 
 
@@ -135,17 +136,40 @@ def extract_files(text: str) -> list[str]:
     return _dedupe([m.group().rstrip(".,;:") for m in _paths(text)], MAX_FILES)
 
 
+def extract_identifiers(text: str) -> list[str]:
+    """Code identifiers of `text` (snake, camel or dotted case; paths and "e.g" are none), in order."""
+    return [i for m in _identifiers(text) if "/" not in (i := m.group()) and not _ABBREVIATED.fullmatch(i)]
+
+
 def extract_concepts(text: str, exclude: Sequence[str] = ()) -> list[str]:
     """Identifiers, hashtags, proper names and repeated content words of `text`, lower-cased."""
     skip = {e.casefold() for e in exclude}
-    found: list[str] = [m.group(1) for m in _HASHTAG.finditer(text)]
-    found += [m.group() for m in _identifiers(text) if "/" not in m.group()]
-    found += [m.group(1) for m in _NAME.finditer(text)]
+    found = [m.group(1) for m in _HASHTAG.finditer(text) if m.group(1).casefold() not in STOP_WORDS]  # `#if` is C
+    found += extract_identifiers(text)
+    found += _names(text)
     words = Counter(w for w in _WORD.findall(text.casefold()) if w not in STOP_WORDS)
     found += [w for w, n in words.most_common() if n >= 2]
     folded = (c.casefold() for c in found)
     concepts = [c for c in folded if c not in skip and not any(c in e for e in skip)]
     return _dedupe(concepts, MAX_CONCEPTS)
+
+
+def _names(text: str) -> list[str]:
+    """Proper names: runs of capitalised words inside a sentence, without the stop words at their
+    edges ("saw The Beatles" gives "Beatles"). One word after a colon or semicolon is capitalised only
+    because it opens a clause ("Error: No signatures found"), so it names nothing; two still do
+    ("Owner: Alice Smith")."""
+    names: list[str] = []
+    for match in _NAME.finditer(text):
+        words = match.group(1).split(" ")
+        opens_clause = text[match.start() - 2] in ":;"
+        while words and words[0].casefold() in STOP_WORDS:
+            words.pop(0)  # a stop word opening the run leaves the next word opening the clause
+        while words and words[-1].casefold() in STOP_WORDS:
+            words.pop()
+        if words and not (opens_clause and len(words) == 1):
+            names.append(" ".join(words))
+    return names
 
 
 def extract_facts(parts: Sequence[str]) -> list[str]:
