@@ -1,7 +1,7 @@
 """Crystallize: fold a session into a summary, extractively, or in the client's model's words.
 
 The extractive summary lists the session's decisions, each error with the later fix that is about
-the same thing (fixes that answer no listed error stand on their own), the files touched, the main
+the same thing (`pair_fixes`; fixes that answer no listed error stand on their own), the files touched, the main
 concepts, how its outcomes went, and its most important other observations. When the connected
 client lends its model (MCP sampling), the tool layer asks it to rewrite that draft; whatever it
 returns is scrubbed and stored instead, else the draft is. A session with nothing left in it (every
@@ -27,7 +27,7 @@ from mcp_memory.repositories.sessions import SessionRepository
 from mcp_memory.services.common import Service, idle_cutoff
 from mcp_memory.services.compress import counted, shorten
 from mcp_memory.services.episodic_docs import session_doc_of
-from mcp_memory.services.fixes import fixes_of
+from mcp_memory.services.fixes import pair_fixes
 
 SUMMARY_CHARS = 2_000
 LISTED_SUMMARIES = 20
@@ -151,7 +151,7 @@ class SummaryService(Service):
             lines.append("Decisions:")
             lines += [f"- {shorten(o.title, 200)}" for o in decisions[:8]]
         errors = [o for o in observations if o.type == "error"][:6]
-        fixed = fixes_of(self.deps.index.analyzer, errors, observations)
+        fixed = pair_fixes(self.deps.index.analyzer, errors, observations)
         claimed = {fix.id for fix in fixed.values()}
         alone = [o for o in observations if o.type == "fix" and o.id not in claimed][:4]
         if errors or alone:
