@@ -313,7 +313,8 @@ async def test_an_anti_pattern_appears_on_the_second_similar_failure(client: Cli
     assert anti["context"] == (
         f"Failed 2 times with errors like: {SIMILAR_ERROR}. No successful alternative recorded yet."
     )
-    assert anti["source"] == {"error": SIMILAR_ERROR, "failures": 2, "alternative": None}
+    counted = sorted([first["id"], second["id"]])  # the failures it counts, so none is counted twice
+    assert anti["source"] == {"error": SIMILAR_ERROR, "failures": 2, "alternative": None, "failed_outcomes": counted}
 
 
 async def test_a_third_similar_failure_strengthens_the_same_anti_pattern(client: Client, clock: FakeClock) -> None:

@@ -7,7 +7,9 @@ Recording an outcome derives, in the same transaction (thresholds are settings):
   the evidence holds again;
 - an anti-pattern once `anti_pattern_min_failures` failures share a similar error, with the best
   successful strategy of the task type that is not one of the failing ones as the better
-  alternative. A strategy is never both recommended and warned against: while the strategy an
+  alternative. It keeps the ids of the failures it counts (each counts toward one anti-pattern),
+  and a failure with an error like one of theirs, or like that of reflect's anti-pattern it takes
+  over, adds to it. A strategy is never both recommended and warned against: while the strategy an
   anti-pattern names qualifies for a heuristic (its successes outweigh its failures as above), the
   anti-pattern is soft-deleted;
 - "works" rules from the successes of successful outcomes scoring >= `works_rule_score` (a failure
@@ -16,7 +18,8 @@ Recording an outcome derives, in the same transaction (thresholds are settings):
   `max_rules_per_task_type` each;
 - mistake cards merged by (type, task, correct decision) with a seen count.
 Similar means Jaccard overlap of analysed words >= `similarity`; a text without any analysable
-word (only stop words) is similar to nothing.
+word (only stop words) is similar to nothing. Strategies are compared with what each says not to
+do told apart ("without resetting" is not "reset"; services/lesson_identity.py).
 """
 
 from __future__ import annotations
@@ -34,15 +37,27 @@ from mcp_memory.repositories.outcomes import OutcomeRepository
 from mcp_memory.repositories.sessions import SessionRepository
 from mcp_memory.services.common import Deps, Scrubber, Service, jaccard
 from mcp_memory.services.compress import shorten
-from mcp_memory.services.lesson_identity import fingerprint
+from mcp_memory.services.lesson_identity import (
+    FROM_ERROR,
+    anti_patterns_for,
+    evidence_of,
+    fingerprint,
+    fix_of,
+    from_outcomes,
+    named_strategy,
+    rename,
+    same_problem,
+    strategy_terms,
+    why_bad,
+)
 from mcp_memory.services.lessons import LessonService
 from mcp_memory.services.mistake_cards import MistakeCardInput, clean_card, record_mistake_cards
 from mcp_memory.services.task_types import infer_task_type
 
 SUCCESS_SCORE = 0.5
 """A score at or above this counts as success when only a score is given."""
-
-_FROM_ERROR = "the approach that led to: "
+FAILED = "failed_outcomes"
+"""Where an anti-pattern keeps the ids of the failures it counts."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,14 +84,28 @@ class OutcomeService(Service):
     def __init__(self, deps: Deps, lessons: LessonService) -> None:
         super().__init__(deps)
         self.lessons = lessons
+        self._strategies: dict[str, frozenset[str]] = {}
 
     def words(self, text: str | None) -> frozenset[str]:
         """The analysed word set similarity is measured on."""
         return frozenset(self.deps.index.analyzer.terms(text or ""))
 
     def similar(self, a: str | None, b: str | None) -> bool:
-        """Whether two strategies or errors are similar enough to count as the same."""
+        """Whether two errors are similar enough to count as the same."""
         return jaccard(self.words(a), self.words(b)) >= self.settings.similarity
+
+    def same_strategy(self, a: str | None, b: str | None) -> bool:
+        """Whether two strategies are similar enough to count as the same (see the module doc)."""
+        return jaccard(self.strategy_words(a), self.strategy_words(b)) >= self.settings.similarity
+
+    def strategy_words(self, text: str | None) -> frozenset[str]:
+        """The words strategies are compared on, remembered: one record compares hundreds of pairs."""
+        found = self._strategies.get(text or "")
+        if found is None:
+            if len(self._strategies) >= 4096:
+                self._strategies.clear()
+            found = self._strategies[text or ""] = strategy_terms(self.deps.index.analyzer.terms, text or "")
+        return found
 
     async def record(
         self,
@@ -160,7 +189,7 @@ class OutcomeService(Service):
 
     def _tally(self, peers: Sequence[Outcome], strategy: str) -> _Tally:
         """How the outcomes of the task type with a strategy similar to this one went."""
-        similar = [o for o in peers if o.strategy and self.similar(strategy, o.strategy)]
+        similar = [o for o in peers if o.strategy and self.same_strategy(strategy, o.strategy)]
         return _Tally(len(similar), sum(1 for o in similar if o.success))
 
     def _holds(self, tally: _Tally) -> bool:
@@ -173,7 +202,7 @@ class OutcomeService(Service):
         if not outcome.strategy or not self.words(outcome.strategy):
             return []
         live = self._tally(peers, outcome.strategy)
-        existing = await self._similar_lesson(tx, outcome, "heuristic", "strategy", outcome.strategy)
+        existing = await self._heuristic_of(tx, outcome, outcome.strategy)
         source = {"strategy": outcome.strategy, "outcomes": live.outcomes, "successes": live.successes}
         # Outcomes consolidation pruned still count: their tally lives on the heuristic.
         tally = _Tally(
@@ -205,8 +234,8 @@ class OutcomeService(Service):
         if not outcome.strategy:
             return
         for lesson in await self._anti_patterns(tx, outcome):
-            named = _named_strategy(lesson)
-            if named and self.similar(named, outcome.strategy) and self._holds(self._tally(peers, named)):
+            named = named_strategy(lesson)
+            if named and self.same_strategy(named, outcome.strategy) and self._holds(self._tally(peers, named)):
                 await self.lessons.retire(tx, lesson)
 
     async def _anti_pattern(self, tx: Tx, outcome: Outcome, peers: Sequence[Outcome]) -> list[str]:
@@ -216,17 +245,31 @@ class OutcomeService(Service):
             return await self._offer_alternative(tx, outcome, peers)
         if not self.words(outcome.error):
             return []
-        failures = [o for o in peers if not o.success and o.error and self.similar(outcome.error, o.error)]
-        existing = await self._similar_lesson(tx, outcome, "anti_pattern", "error", outcome.error)
-        named = _named_strategy(existing) if existing is not None else outcome.strategy
-        alternative = self._better(peers, failures, named)
-        source = {"error": outcome.error, "failures": len(failures), "alternative": alternative}
-        context = _why_bad(len(failures), outcome.error, alternative)
-        confidence = min(0.95, 0.5 + 0.1 * (len(failures) - 1))
+        alike = [o.id for o in peers if not o.success and o.error and self.similar(outcome.error, o.error)]
+        known = await anti_patterns_for(tx, outcome.project, outcome.task_type)
+        existing = same_problem(known, self.words, outcome.error, alike, self.settings.similarity)
+        ours = existing is not None and from_outcomes(existing)
+        # Each failure counts toward one anti-pattern only, so the counts of a task type add up.
+        claimed = {i for o in known if o is not existing for i in evidence_of(o, FAILED)}
+        failed = (evidence_of(existing, FAILED) if existing is not None else set()) | (set(alike) - claimed)
+        failures = len(failed)
+        named = named_strategy(existing) if existing is not None and ours else outcome.strategy
+        alternative = self._better(peers, [o for o in peers if o.id in failed], named)
+        fix = fix_of(existing) if existing is not None else None
+        source = {"error": outcome.error, "failures": failures, "alternative": alternative, FAILED: sorted(failed)}
+        context = why_bad(failures, outcome.error, alternative, fix)
+        confidence = min(0.95, 0.5 + 0.1 * (failures - 1))
         # A strategy whose record qualifies it as a heuristic is not one to avoid (see the module doc).
-        holds = len(failures) >= self.settings.anti_pattern_min_failures and not (
+        holds = failures >= self.settings.anti_pattern_min_failures and not (
             named and self._holds(self._tally(peers, named))
         )
+        if existing is not None and not ours:
+            if not holds:
+                return []  # reflect's finding stands on its own sightings until the failures add up
+            # Outcomes take it over: it names the failing strategy and the task type from now on.
+            content = f"Avoid in {outcome.task_type} tasks: {outcome.strategy}" if outcome.strategy else None
+            existing = await rename(tx, existing, content or existing.content, outcome.task_type)
+            source |= {"fix": fix} if fix else {}
         if existing is not None:
             if holds:
                 await self._update_derived(tx, existing, confidence=confidence, source=source, context=context)
@@ -235,7 +278,7 @@ class OutcomeService(Service):
             return []
         if not holds:
             return []
-        pattern = outcome.strategy or _FROM_ERROR + shorten(outcome.error, 160)
+        pattern = outcome.strategy or FROM_ERROR + shorten(outcome.error, 160)
         lesson, *_ = await self.lessons.learn(
             tx,
             outcome.project,
@@ -254,7 +297,7 @@ class OutcomeService(Service):
         candidates = [
             o
             for o in peers
-            if o.success and self.words(o.strategy) and not any(self.similar(o.strategy, f) for f in failed)
+            if o.success and self.words(o.strategy) and not any(self.same_strategy(o.strategy, f) for f in failed)
         ]
         best = max(candidates, key=lambda o: (o.score or 0.0, o.created_at), default=None)
         return best.strategy if best is not None else None
@@ -265,12 +308,15 @@ class OutcomeService(Service):
             return []
         updated = []
         for lesson in await self._anti_patterns(tx, outcome):
-            error = str(lesson.source.get("error", ""))
-            failures = [o for o in peers if not o.success and o.error and self.similar(error, o.error)]
-            alternative = self._better(peers, failures, _named_strategy(lesson))
+            if not from_outcomes(lesson):
+                continue  # reflect's: no failing strategy to offer an alternative to
+            error, ids = str(lesson.source.get("error", "")), evidence_of(lesson, FAILED)
+            # One drawn before anti-patterns kept their evidence is known by its error alone.
+            failures = [o for o in peers if o.id in ids or (not ids and not o.success and self.similar(error, o.error))]
+            alternative = self._better(peers, failures, named_strategy(lesson))
             if alternative != lesson.source.get("alternative"):
                 source = lesson.source | {"alternative": alternative}
-                context = _why_bad(int(lesson.source.get("failures", 0)), error, alternative)
+                context = why_bad(source_count(lesson.source, "failures"), error, alternative, fix_of(lesson))
                 await self.lessons.store(
                     tx,
                     lesson.model_copy(update={"source": source, "context": context, "updated_at": self.now_iso()}),
@@ -318,20 +364,16 @@ class OutcomeService(Service):
         for rule in ranked[self.settings.max_rules_per_task_type :]:
             await self.lessons.store(tx, rule.model_copy(update={"deleted_at": self.now_iso()}), "soft_delete")
 
-    async def _similar_lesson(self, tx: Tx, outcome: Outcome, kind: str, key: str, text: str) -> Lesson | None:
-        """The derived lesson of this kind and task type whose source text is most similar, if similar enough.
-
-        Soft-deleted ones count too: evidence that holds again restores a lesson rather than repeating it.
-        """
-        words = self.words(text)
-        best, best_overlap = None, self.settings.similarity
-        for lesson in await LessonRepository(tx).find(
-            [outcome.project], kinds=[kind], task_type=outcome.task_type, include_deleted=True
-        ):
-            overlap = jaccard(words, self.words(str(lesson.source.get(key, ""))))
-            if overlap >= best_overlap:
-                best, best_overlap = lesson, overlap
-        return best
+    async def _heuristic_of(self, tx: Tx, outcome: Outcome, strategy: str) -> Lesson | None:
+        """The heuristic of the task type whose strategy is the most like this one, if like enough
+        (soft-deleted too: evidence that holds again restores a lesson rather than repeating it)."""
+        found = await LessonRepository(tx).find(
+            [outcome.project], kinds=["heuristic"], task_type=outcome.task_type, include_deleted=True
+        )
+        mine = self.strategy_words(strategy)
+        alike = [(jaccard(mine, self.strategy_words(str(h.source.get("strategy", "")))), h) for h in reversed(found)]
+        overlap, best = max(alike, key=lambda pair: pair[0], default=(0.0, None))
+        return best if overlap >= self.settings.similarity else None
 
     async def _update_derived(
         self, tx: Tx, lesson: Lesson, *, confidence: float, source: dict[str, object], context: str | None = None
@@ -354,20 +396,6 @@ class OutcomeService(Service):
             ),
             "reinforce",
         )
-
-
-def _why_bad(failures: int, error: str, alternative: str | None) -> str:
-    why = f"Failed {failures} times with errors like: {shorten(error, 200)}"
-    return f"{why}. Better: {alternative}" if alternative else f"{why}. No successful alternative recorded yet."
-
-
-def _named_strategy(lesson: Lesson) -> str | None:
-    """The strategy an outcome-derived anti-pattern says to avoid (None when it names an error instead)."""
-    prefix = f"Avoid in {lesson.task_type} tasks: "
-    if not lesson.content.startswith(prefix):
-        return None
-    pattern = lesson.content.removeprefix(prefix)
-    return None if pattern.startswith(_FROM_ERROR) else pattern
 
 
 def _items(scrub: Scrubber, field: str, values: Sequence[str]) -> list[str]:

@@ -3,7 +3,8 @@
 Rule-based findings: errors that recur (similar words, at least `anti_pattern_min_failures`
 times) become anti-pattern candidates, with the fix that followed when there was one; step
 sequences that recur in successful outcomes of a task type become heuristics; pairs of memories
-on the same topic where one negates the other or their numbers differ are linked `contradicts`.
+on the same topic where one negates the other, or each gives a number the other lacks for
+something both speak of, are linked `contradicts`.
 Evidence ids are kept on each derived lesson, so reflecting twice on the same window changes
 nothing. When the client lends its model, the rules it proposes are saved as lessons too.
 
@@ -38,8 +39,19 @@ from mcp_memory.repositories.sessions import SessionRepository
 from mcp_memory.search.index import SearchFilter
 from mcp_memory.services.common import Breather, Deps, Service, time_window
 from mcp_memory.services.compress import shorten
-from mcp_memory.services.lesson_identity import find_twin
-from mcp_memory.services.lessons import LessonService
+from mcp_memory.services.lesson_identity import (
+    anti_patterns_for,
+    error_of,
+    evidence_of,
+    find_twin,
+    fix_of,
+    from_outcomes,
+    same_problem,
+    seen_context,
+    why_bad,
+)
+from mcp_memory.services.lessons import LessonService, reinforced
+from mcp_memory.services.outcomes import source_count
 from mcp_memory.services.reflect_findings import (
     Finding,
     conflict,
@@ -88,11 +100,11 @@ class ReflectService(Service):
         # for what it learns; learning is idempotent, so a record written in between is simply next time's.
         async with self.db.read() as conn:
             observations, outcomes, memories = await self._evidence(conn, project, session_id, start, end)
-        errors = recurring_errors(observations, self.deps.index.analyzer, self.settings)
+        errors = recurring_errors(observations, self.deps.index.analyzer, self.settings, outcomes)
         sequences = recurring_sequences(outcomes, self.settings)
         close = await self._close_pairs(project, memories)
         async with self.db.transaction("memory_reflect", project=project) as tx:
-            anti_found = [await self._learn_finding(tx, project, f) for f in errors]
+            anti_found = [await self._learn_anti_pattern(tx, project, f) for f in errors]
             heuristics_found = []
             for finding in sequences:
                 if finding.retire:
@@ -205,10 +217,11 @@ class ReflectService(Service):
         ids = sorted({i for pair in close for i in pair})
         latest = {m.id: m for m in await MemoryRepository(tx).get_many(ids, project) if m.is_latest}
         relations = RelationRepository(tx)
+        analyse = self.deps.index.analyzer.terms
         found, pairs = [], 0
         for (source, target), overlap in close.items():
             first, second = latest.get(source), latest.get(target)
-            if first is None or second is None or not conflict(first.content, second.content):
+            if first is None or second is None or not conflict(first.content, second.content, analyse):
                 continue
             pairs += 1
             if await relations.get(source, target, "contradicts", project) is not None:
@@ -239,6 +252,60 @@ class ReflectService(Service):
             )
             for rule in [r for r in rules if len(r) >= 8 and says_something(r)][:5]
         ]
+
+    async def _learn_anti_pattern(self, tx: Tx, project: str, finding: Finding) -> tuple[Lesson, bool]:
+        """Learn a recurring error, or count it toward the anti-pattern it is another case of, whichever
+        path (this one, or failed outcomes) drew that; returns it and whether it changed."""
+        known = await anti_patterns_for(tx, project, finding.task_type)
+        analyzer = self.deps.index.analyzer
+        existing = same_problem(
+            known,
+            lambda text: frozenset(analyzer.terms(text)),
+            finding.error or finding.content,
+            [*finding.evidence, *finding.outcomes],
+            self.settings.similarity,
+        )
+        if existing is None:
+            return await self._learn_finding(tx, project, finding)
+        seen = evidence_of(existing)
+        if set(finding.evidence) <= seen:
+            return existing, False
+        evidence = sorted(seen | set(finding.evidence))
+        fix = fix_of(existing) or finding.fix
+        if not from_outcomes(existing):
+            lesson, *_ = await self.lessons.learn(
+                tx,
+                project,
+                existing.content,
+                kind="anti_pattern",
+                task_type=existing.task_type,
+                context=seen_context(len(evidence), fix),
+                source={"evidence": evidence, "via": "memory_reflect"},
+            )
+            return lesson, True
+        # Outcomes count its failures and decide whether it holds: a sighting reinforces it, but
+        # does not undo a retirement (its strategy mostly works) nor change its counts.
+        source = existing.source | {"evidence": evidence} | ({"fix": fix} if fix else {})
+        alternative = source.get("alternative")
+        now = self.now_iso()
+        lesson = existing.model_copy(
+            update={
+                "confidence": reinforced(self.lessons.confidence(existing)),
+                "reinforcements": existing.reinforcements + 1,
+                "last_reinforced_at": now,
+                "decayed_at": None,
+                "source": source,
+                "context": why_bad(
+                    source_count(source, "failures"),
+                    error_of(existing),
+                    alternative if isinstance(alternative, str) else None,
+                    fix,
+                ),
+                "updated_at": now,
+            }
+        )
+        await self.lessons.store(tx, lesson, "reinforce")
+        return lesson, lesson.deleted_at is None
 
     async def _learn_finding(self, tx: Tx, project: str, finding: Finding) -> tuple[Lesson, bool]:
         return await self._learn_once(

@@ -2,28 +2,37 @@
 
 Errors whose words recur become anti-pattern candidates (with the fix that followed one of them);
 step sequences that recur in successful outcomes become heuristics, or retire one that no longer
-holds; two texts on one topic conflict when one negates the other or their numbers differ.
+holds; two texts on one topic conflict when one negates the other, or each gives a number the
+other lacks for something both speak of.
 """
 
 from __future__ import annotations
 
 import re
 from collections import Counter, defaultdict
-from collections.abc import Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import NamedTuple
 
 from mcp_memory.config import Settings
 from mcp_memory.models.records import Observation, Outcome
 from mcp_memory.search.analyzer import Analyzer
-from mcp_memory.services.compress import counted, shorten
-from mcp_memory.services.fixes import fixes_of
+from mcp_memory.services.common import jaccard
+from mcp_memory.services.compress import counted, sentences, shorten
+from mcp_memory.services.fixes import pair_fixes
+from mcp_memory.services.lesson_identity import ERROR_PREFIX, seen_context
+
+ERROR_CHARS = 400
+"""A recurring error is shown up to this long, cut between words; its evidence holds it whole."""
 
 _NEGATION = re.compile(
     r"\b(not|no|never|don't|dont|doesn't|doesnt|isn't|isnt|aren't|arent|won't|wont|can't|cant|cannot|"
     r"without|disabled?|avoid|stop(?:ped)?|none)\b",
     re.IGNORECASE,
 )
-_NUMBER = re.compile(r"\b\d+(?:\.\d+)?\b")
+# A number (as a whole token: "5434", "3.11", the 14 of "14/5433", not the 2 of "v2"), a word, or punctuation
+# that ends a clause; "and" and "but" end one too ("port 8080 and 4 workers" are two things).
+_PIECE = re.compile(r"\b\d+(?:\.\d+)?\b|[^\W\d_]+(?:['’][^\W\d_]+)*|[,;!?()\[\]]|\.(?!\d)")
+_CLAUSE_BREAKS = frozenset({",", ";", "!", "?", "(", ")", "[", "]", ".", "and", "but"})
 
 
 class Finding(NamedTuple):
@@ -37,10 +46,16 @@ class Finding(NamedTuple):
     task_type: str | None = None
     share: float | None = None
     retire: bool = False  # a heuristic these steps taught before, which no longer holds
+    error: str | None = None  # a recurring error as observed, whole
+    fix: str | None = None  # what fixed it
+    outcomes: tuple[str, ...] = ()  # failed outcomes with a similar error
 
 
-def recurring_errors(observations: Sequence[Observation], analyzer: Analyzer, settings: Settings) -> list[Finding]:
-    """Anti-pattern candidates: errors whose words recur, each with the fix that followed one of them."""
+def recurring_errors(
+    observations: Sequence[Observation], analyzer: Analyzer, settings: Settings, outcomes: Sequence[Outcome] = ()
+) -> list[Finding]:
+    """Anti-pattern candidates: errors whose words recur, each with the fix that followed one of them
+    and, when failed `outcomes` had a similar error, their task type."""
     errors = [o for o in observations if o.type == "error"]
     clusters: list[list[Observation]] = []
     words = {o.id: frozenset(analyzer.terms(f"{o.title} {' '.join(o.facts)}")) for o in errors}
@@ -69,24 +84,40 @@ def recurring_errors(observations: Sequence[Observation], analyzer: Analyzer, se
         else:
             clusters[home].append(error)
     learned = []
+    failed = [(o, frozenset(analyzer.terms(o.error))) for o in outcomes if not o.success and o.error]
     for cluster in clusters:
         if len(cluster) < settings.anti_pattern_min_failures:
             continue
-        head = cluster[0]
-        fix = _first_fix(cluster, observations, analyzer)
-        context = f"Seen {len(cluster)} times."
-        if fix is not None:
-            context += f" Fixed by: {shorten(fix.title, 160)}"
+        said = _error_text(cluster[0])
+        found = _first_fix(cluster, observations, analyzer)
+        fix = shorten(found.title, 160) if found is not None else None
+        mine = frozenset(analyzer.terms(said))
+        # Failed outcomes with this error tell its task type, and which anti-pattern it may already be.
+        alike = [o for o, theirs in failed if jaccard(mine, theirs) >= settings.similarity]
+        task_types = Counter(o.task_type for o in alike).most_common(1)
         learned.append(
             Finding(
-                f"Recurring error: {shorten(head.title, 200)}",
+                ERROR_PREFIX + shorten(said, ERROR_CHARS),
                 kind="anti_pattern",
-                context=context,
+                context=seen_context(len(cluster), fix),
                 evidence=[o.id for o in cluster],
                 confidence=min(0.95, 0.5 + 0.1 * (len(cluster) - 1)),
+                task_type=task_types[0][0] if task_types else None,
+                error=said,
+                fix=fix,
+                outcomes=tuple(o.id for o in alike),
             )
         )
     return learned
+
+
+def _error_text(error: Observation) -> str:
+    """The error as observed: its title, or the first sentence whole when the title is that sentence cut short."""
+    if error.title.endswith("…"):
+        first = sentences(error.content)[:1]
+        if first and " ".join(first[0].split()).startswith(error.title[:-1]):
+            return " ".join(first[0].split())
+    return error.title
 
 
 def _first_fix(
@@ -95,7 +126,7 @@ def _first_fix(
     """What fixed the earliest of `errors` that has a fix in its own session, as a summary pairs them."""
     for error in errors:
         session = sorted((o for o in observations if o.session_id == error.session_id), key=lambda o: o.seq)
-        if fix := fixes_of(analyzer, [error], session).get(error.id):
+        if fix := pair_fixes(analyzer, [error], session).get(error.id):
             return fix
     return None
 
@@ -143,12 +174,47 @@ def recurring_sequences(outcomes: Sequence[Outcome], settings: Settings) -> list
     return learned
 
 
-def conflict(first: str, second: str) -> bool:
-    """Whether two texts on one topic disagree: one negates, or their numbers differ."""
+def conflict(first: str, second: str, analyse: Callable[[str], Iterable[str]]) -> bool:
+    """Whether two texts on one topic disagree: one negates, or each gives a number the other lacks for
+    something both speak of ("port 5434" against "port 5433", not "port 8080" against "2 GB of memory")."""
     if bool(_NEGATION.search(first)) != bool(_NEGATION.search(second)):
         return True
-    numbers_a, numbers_b = set(_NUMBER.findall(first)), set(_NUMBER.findall(second))
-    return bool(numbers_a and numbers_b and numbers_a != numbers_b)
+    mine, theirs = _numbers(first, analyse), _numbers(second, analyse)
+    words_a = frozenset(analyse(first))
+    words_b = frozenset(analyse(second))
+    return _disputes(mine, theirs, words_b) and _disputes(theirs, mine, words_a)
+
+
+def _disputes(mine: dict[str, frozenset[str]], theirs: dict[str, frozenset[str]], their_words: frozenset[str]) -> bool:
+    """Whether `mine` has a number `theirs` lacks, said of something the other text also speaks of.
+
+    A bare number, said of nothing that can be told, counts: the rule cannot tell it is about another thing.
+    """
+    return any(not about or about & their_words for number, about in mine.items() if number not in theirs)
+
+
+def _numbers(text: str, analyse: Callable[[str], Iterable[str]]) -> dict[str, frozenset[str]]:
+    """Each number in `text` with the words it is said of: up to two before it and one after, in its clause."""
+    pieces = _PIECE.findall(text)
+    found: dict[str, frozenset[str]] = {}
+    for i, piece in enumerate(pieces):
+        if piece[0].isdigit():
+            before = _words_near(reversed(pieces[:i]), 2, analyse)
+            after = _words_near(pieces[i + 1 :], 1, analyse)
+            found[piece] = found.get(piece, frozenset()) | before | after
+    return found
+
+
+def _words_near(pieces: Iterable[str], count: int, analyse: Callable[[str], Iterable[str]]) -> frozenset[str]:
+    """The analysed words of the first `count` pieces that carry any, up to a clause break."""
+    words: set[str] = set()
+    for piece in pieces:
+        if piece.casefold() in _CLAUSE_BREAKS or count == 0:
+            break
+        if not piece[0].isdigit() and (terms := set(analyse(piece))):
+            words |= terms
+            count -= 1
+    return frozenset(words)
 
 
 def insights_of(
