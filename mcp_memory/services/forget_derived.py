@@ -49,9 +49,11 @@ async def derived_from(conn: Conn, project: str, doomed: AbstractSet[str]) -> De
     for lesson in await LessonRepository(conn).find([project], include_deleted=True):
         source = lesson.source
         evidence = source.get("evidence")
+        failed = [i for i in source.get("failed_outcomes") or () if isinstance(i, str)]
         if (
             (isinstance(evidence, list) and not doomed.isdisjoint(e for e in evidence if isinstance(e, str)))
             or source.get("outcome") in doomed
+            or (failed and all(i in doomed for i in failed))  # every failure an anti-pattern counts
             or any((name, source.get(name)) in quoted for name in _QUOTED)
         ):
             found.lessons.append(lesson.id)
