@@ -28,6 +28,8 @@ COUNTED_TABLES = (
     "search_terms",
 )
 
+_REFLECTION = "reflection:"
+"""Key prefix of a project's reflection, one entry per project (archive_tables.py names it too)."""
 _FORGOTTEN_FACTS = "forgotten_facts:"
 """Key prefix of the facts a project forgot, one entry per project (like `reflection:`): the value is
 `{"fingerprints": [...], "forgotten_at": ...}`, the sorted fingerprints and when the last was added."""
@@ -44,6 +46,17 @@ class MetaRepository(Repository):
         await self.conn.execute(
             "INSERT INTO meta (key, value) VALUES (?, ?) ON CONFLICT (key) DO UPDATE SET value = excluded.value",
             (key, value),
+        )
+
+    async def reflection(self, project: str) -> dict[str, Any]:
+        """What the project's last reflection keeps on its profile: `reflected_at` and `insights` ({} if none)."""
+        stored = json.loads(await self.get(f"{_REFLECTION}{project}") or "{}")
+        return stored if isinstance(stored, dict) else {}
+
+    async def keep_reflection(self, project: str, at: str, insights: list[str]) -> None:
+        """Replace the project's reflection (as an export's `reflections` table carries it)."""
+        await self.set(
+            f"{_REFLECTION}{project}", json.dumps({"reflected_at": at, "insights": insights}, sort_keys=True)
         )
 
     async def add_forgotten_facts(self, project: str, fingerprints: Iterable[str], at: str) -> None:

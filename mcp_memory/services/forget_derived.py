@@ -7,7 +7,6 @@ outcome or reflect finds a pattern that still recurs), so nothing that still sta
 
 from __future__ import annotations
 
-import json
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 
@@ -64,13 +63,11 @@ async def derived_from(conn: Conn, project: str, doomed: AbstractSet[str]) -> De
 
 async def reflection_insights(conn: Conn, project: str) -> list[str]:
     """The insights the project's last reflection keeps on its profile."""
-    stored = json.loads(await MetaRepository(conn).get(f"reflection:{project}") or "{}")
-    insights = stored.get("insights")
+    insights = (await MetaRepository(conn).reflection(project)).get("insights")
     return [str(i) for i in insights] if isinstance(insights, list) else []
 
 
 async def clear_reflection(tx: Tx, project: str, at: str) -> None:
     """Empty the profile's reflection insights, stamped `at` so no older copy's import restores them."""
-    value = json.dumps({"reflected_at": at, "insights": []}, sort_keys=True)
-    await MetaRepository(tx).set(f"reflection:{project}", value)
+    await MetaRepository(tx).keep_reflection(project, at, [])
     tx.changed("profile", project, "forget")

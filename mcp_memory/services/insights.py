@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import json
-
 from mcp_memory.db import Conn
 from mcp_memory.models.learning import (
     CountedName,
@@ -99,7 +97,7 @@ class InsightsService(Service):
             concepts = await aggregates.top_values(project, "concepts", top)
             files = await aggregates.top_values(project, "files", top)
             preferences, _ = await MemoryRepository(conn).page(project, ["preference"], True, top, 0)
-            reflection = json.loads(await MetaRepository(conn).get(f"reflection:{project}") or "{}")
+            reflection = await MetaRepository(conn).reflection(project)
             return ProfileResult(
                 project=project,
                 sessions=await SessionRepository(conn).count(project),

@@ -15,7 +15,6 @@ returned but never replace the project's.
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Sequence
 from datetime import timedelta
@@ -156,10 +155,9 @@ class ReflectService(Service):
     async def _keep_on_profile(self, tx: Tx, project: str, insights: list[str]) -> None:
         """Keep a project-wide reflection's insights on the profile, unless they are what it already says."""
         meta = MetaRepository(tx)
-        key = f"reflection:{project}"
-        if json.loads(await meta.get(key) or "{}").get("insights") == insights:
+        if (await meta.reflection(project)).get("insights") == insights:
             return  # the same evidence again: nothing changes, not even the time
-        await meta.set(key, json.dumps({"reflected_at": self.now_iso(), "insights": insights}, sort_keys=True))
+        await meta.keep_reflection(project, self.now_iso(), insights)
         tx.changed("profile", project, "reflect")
 
     def _window(self, session_id: str | None, since: str | None, until: str | None) -> tuple[str | None, str | None]:
