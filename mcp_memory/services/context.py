@@ -61,6 +61,10 @@ class _Section:
     share: int | None = None
     """Items it may take before every section has had its share; the rest fill what budget is left."""
 
+    def first_take(self) -> int:
+        """How many of its items it takes before the others have had their share (all, without one)."""
+        return len(self.items) if self.share is None else min(self.share, len(self.items))
+
 
 class ContextService(Service):
     """Compiles the context from the other services' reads."""
@@ -103,7 +107,7 @@ class ContextService(Service):
             if included:
                 text += section.heading + "".join(i.text + "\n" for i in section.items[:included])
             # Listed most wanted first: what a section's share left out, then its further items.
-            share = len(section.items) if section.share is None else section.share
+            share = section.first_take()
             left += [(n >= share, order, section, i) for n, i in enumerate(section.items) if n >= included]
             if section.items:
                 report.append(
@@ -271,7 +275,7 @@ def _fill(sections: list[_Section], used: int, room: int) -> list[int]:
     taken = [0] * len(sections)
     for first in (True, False):
         for n, section in enumerate(sections):
-            stop = len(section.items) if section.share is None or not first else min(section.share, len(section.items))
+            stop = section.first_take() if first else len(section.items)
             while taken[n] < stop:
                 size = (len(section.heading) if taken[n] == 0 else 0) + len(section.items[taken[n]].text) + 1
                 if used + size > room:

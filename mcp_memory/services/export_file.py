@@ -29,11 +29,12 @@ def refuse_database_files(field: str, target: Path, db: Path) -> None:
     """Refuse a target that is the database or one of the files SQLite and the index cache keep beside it."""
     place = target.resolve()
     for suffix in _DATABASE_FILES:
-        kept = db.with_name(db.name + suffix)
-        same = place == kept.resolve()
+        kept = db.with_name(db.name + suffix).resolve()
+        same = place == kept
         with contextlib.suppress(OSError):
             same = same or os.path.samefile(target, kept)
-        if same or (suffix == "-index" and place.parent == kept.resolve().parent and place.name.startswith(kept.name)):
+        # the index cache is written through temporary files named after it
+        if same or (suffix == "-index" and place.parent == kept.parent and place.name.startswith(kept.name)):
             raise InvalidInputError(field, f"{target} is the database's own file; name another file")
 
 
