@@ -21,7 +21,7 @@ _GENERIC_WORDS = "error errors fix fixed fixes fixing fail failed failing failur
 """Words every error or fix may say: sharing only these does not make a fix the fix of an error."""
 _CHANGES = {"file_change", "decision"}
 """Types that change something: one about an error's file or identifier is likely its fix."""
-_HEAD = 2_000  # the opening of a long note or tool output is what is read of it, as in fixes.py
+_HEAD = 2_000  # the opening of a long note or tool output is what is read of it
 _CLAUSE = re.compile(r"[.!?](?=\s|$)|[;\n]|,?\s+(?:but|though|although|yet|while)\s")
 _SUCCESS = re.compile(
     r"\b(?:fix(?:ed|es)?|resolv(?:ed|es)|solv(?:ed|es)|repaired|worked|works|working|pass(?:es|ed|ing)?|"
@@ -59,7 +59,7 @@ def fixes_of(
 
     fixes = [(o, terms(o)) for o in observations if o.type == "fix"]
     # the opening of a note says what it did; a long one is not read to its end for every summary
-    told = [(o, terms(o)) for o in observations if o.type in _MAY_FIX and _SAYS_FIXED.search(o.content, 0, 2_000)]
+    told = [(o, terms(o)) for o in observations if o.type in _MAY_FIX and _SAYS_FIXED.search(o.content, 0, _HEAD)]
     following = {a.id: b for a, b in pairwise(observations)}
     paired: dict[str, Observation] = {}
     for error in errors:
