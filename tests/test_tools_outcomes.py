@@ -198,6 +198,19 @@ async def test_score_history_shows_the_ten_most_recent_oldest_first(client: Clie
     assert [p["outcome_id"] for p in stats["history"]] == ids[2:]
 
 
+async def test_insights_limit_bounds_the_task_types_and_their_histories(client: Client, clock: FakeClock) -> None:
+    ids = [(await record(client, clock, task_type="chore", score=0.5))["id"] for _ in range(4)]
+    await record(client, clock, task_type="docs", score=0.9)
+
+    chore, docs = (await insights(client, limit=2))["task_types"]
+    (only,) = (await insights(client, limit=1))["task_types"]
+
+    assert (chore["task_type"], chore["outcomes"]) == ("chore", 4)  # counts stay whole
+    assert [p["outcome_id"] for p in chore["history"]] == ids[2:]
+    assert docs["task_type"] == "docs"
+    assert (only["task_type"], [p["outcome_id"] for p in only["history"]]) == ("chore", ids[3:])
+
+
 async def test_the_profile_shows_scores_per_task_type(client: Client, clock: FakeClock) -> None:
     await record(client, clock, task_type="bugfix", score=0.6)
     await record(client, clock, task_type="bugfix", score=0.9)

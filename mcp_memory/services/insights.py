@@ -35,7 +35,7 @@ class InsightsService(Service):
     async def insights(self, project: str, task_type: str | None, limit: int) -> InsightsResult:
         """Score history, heuristics, anti-patterns, rules and the most seen mistake cards."""
         async with self.db.read() as conn:
-            stats = await self.task_types(conn, project, task_type)
+            stats = (await self.task_types(conn, project, task_type, limit=limit))[:limit]
             cards = await MistakeCardRepository(conn).top(project, task_type, limit)
         by_kind = {}
         for kind in ("heuristic", "anti_pattern", "rule_works", "rule_avoid"):
@@ -64,12 +64,14 @@ class InsightsService(Service):
             ],
         )
 
-    async def task_types(self, conn: Conn, project: str, task_type: str | None = None) -> list[TaskTypeStats]:
-        """Per task type: counts, success rate, mean score and the recent score history."""
+    async def task_types(
+        self, conn: Conn, project: str, task_type: str | None = None, limit: int = HISTORY
+    ) -> list[TaskTypeStats]:
+        """Per task type, most outcomes first: counts, success rate, mean score and the last `limit` scores."""
         outcomes = OutcomeRepository(conn)
         stats = []
         for name, count, successes, mean in await outcomes.task_type_stats(project, task_type):
-            recent = await outcomes.recent(project, name, limit=HISTORY)
+            recent = await outcomes.recent(project, name, limit=limit)
             stats.append(
                 TaskTypeStats(
                     task_type=name,
