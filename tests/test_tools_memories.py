@@ -112,6 +112,27 @@ async def test_supersession_needs_a_jaccard_similarity_above_seven_tenths(
     assert (await call(client, "memory_get", id=first["id"]))["memory"]["is_latest"] is (not supersedes)
 
 
+@pytest.mark.parametrize(
+    ("second", "similarity"),
+    [
+        ("alpha bravo charlie delta echo foxtrot golf india juliet", 0.7),  # 7 of 10
+        ("alpha bravo charlie delta echo foxtrot kilo lima mike november", 0.5),  # 6 of 12
+        ("alpha bravo charlie delta echo kilo lima mike november", None),  # 5 of 12: unrelated enough
+    ],
+)
+async def test_a_save_that_resembles_a_live_memory_without_replacing_it_names_it(
+    client: Client, second: str, similarity: float | None
+) -> None:
+    first = await call(client, "memory_save", content="alpha bravo charlie delta echo foxtrot golf hotel")
+    saved = await call(client, "memory_save", content=second)
+
+    assert saved["superseded_id"] is None
+    expected = None if similarity is None else {"id": first["id"], "title": None, "similarity": similarity}
+    assert saved["resembles"] == expected
+    replaced = await call(client, "memory_save", content=second + " oscar", supersedes=first["id"])
+    assert replaced["resembles"] is None  # a named predecessor needs no hint
+
+
 async def test_a_near_duplicate_in_another_project_does_not_supersede(client: Client) -> None:
     theirs = await call(client, "memory_save", content=DB_FACT, project="elsewhere")
     mine = await call(client, "memory_save", content=DB_FACT_V2)

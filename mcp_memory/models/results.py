@@ -156,6 +156,14 @@ class RecallResult(BaseModel):
     hint: str | None = Field(None, description=HINT_DESC)
 
 
+class Resemblance(BaseModel):
+    """A live memory a new one resembles without replacing it."""
+
+    id: str
+    title: str | None
+    similarity: float = Field(description="Jaccard similarity of the two memories' words.")
+
+
 class SaveResult(BaseModel):
     """What memory_save stored and which version it replaced."""
 
@@ -166,6 +174,11 @@ class SaveResult(BaseModel):
     superseded_id: str | None = Field(None, description="The previous version this one replaced, if any.")
     similarity: float | None = Field(None, description="Jaccard similarity to the replaced version.")
     unchanged: bool = Field(False, description="True when an identical memory already existed (nothing written).")
+    resembles: Resemblance | None = Field(
+        None,
+        description="A live memory this one resembles but did not replace (similarity 0.5-0.7). If both say "
+        "the same thing, forget one; to replace a memory outright, name it in supersedes.",
+    )
     redacted: Redacted = Field(default_factory=dict, description=REDACTED_DESC)
 
 

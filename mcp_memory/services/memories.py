@@ -9,7 +9,7 @@ from mcp_memory.db import Conn, Database, Tx
 from mcp_memory.errors import ConflictError
 from mcp_memory.ids import new_id
 from mcp_memory.models.records import Memory
-from mcp_memory.models.results import MemoryDetail, MemoryVersion, SaveResult
+from mcp_memory.models.results import MemoryDetail, MemoryVersion, Resemblance, SaveResult
 from mcp_memory.repositories.memories import MemoryRepository
 from mcp_memory.repositories.meta import MetaRepository
 from mcp_memory.repositories.sessions import SessionRepository
@@ -19,6 +19,10 @@ from mcp_memory.services.index_docs import DocSpec
 
 SUPERSEDE_THRESHOLD = 0.7
 """Saving a memory whose term set has Jaccard similarity above this with a live one supersedes it."""
+
+RESEMBLE_THRESHOLD = 0.5
+"""A live memory at least this similar, but not above `SUPERSEDE_THRESHOLD`, is named in the save
+result so the agent can decide whether the new one should replace it."""
 
 
 def memory_doc(mem: Memory) -> DocSpec:
@@ -92,7 +96,7 @@ class MemoryService(Service):
                     update={"session_id": (await SessionRepository(tx).get(session_id, project)).id}
                 )
             repo = MemoryRepository(tx)
-            parent, similarity = await self._predecessor(repo, draft, supersedes)
+            parent, similarity, resembles = await self._predecessor(repo, draft, supersedes)
             if parent is not None and _same(parent, draft, given):
                 return SaveResult(
                     id=parent.id,
@@ -130,13 +134,15 @@ class MemoryService(Service):
             root_id=mem.root_id,
             superseded_id=parent.id if parent else None,
             similarity=similarity,
+            resembles=resembles,
             redacted=scrub.summary(),
         )
 
     async def _predecessor(
         self, repo: MemoryRepository, draft: Memory, supersedes: str | None
-    ) -> tuple[Memory | None, float | None]:
-        """The live memory the draft replaces (named, or the most similar above the threshold)."""
+    ) -> tuple[Memory | None, float | None, Resemblance | None]:
+        """The live memory the draft replaces (named, or the most similar above the threshold), its
+        similarity, and otherwise the live memory it merely resembles."""
         text = draft.text
         if supersedes is not None:
             terms = set(self.deps.index.analyzer.terms(text))
@@ -147,23 +153,25 @@ class MemoryService(Service):
                 raise ConflictError(
                     f"supersedes: {supersedes} is an old version; the latest is {latest}, supersede that one"
                 )
-            return named, round(self._jaccard(terms, named.id), 4)
-        found = self.most_similar(draft.project, text)
-        if found is None:
-            return None, None
-        best = await repo.get_or_none(found[0], draft.project)
-        if best is None or not best.is_latest:
-            return None, None
-        return best, round(found[1], 4)
+            return named, round(self._jaccard(terms, named.id), 4), None
+        found = self._closest(draft.project, text, RESEMBLE_THRESHOLD)
+        best = None if found is None else await repo.get_or_none(found[0], draft.project)
+        if found is None or best is None or not best.is_latest:
+            return None, None, None
+        if found[1] > SUPERSEDE_THRESHOLD:
+            return best, round(found[1], 4), None
+        return None, None, Resemblance(id=best.id, title=best.title, similarity=round(found[1], 4))
 
     def most_similar(self, project: str, text: str) -> tuple[str, float] | None:
         """The live memory whose term set overlaps `text`'s above the supersede threshold, if any."""
-        known, unknown = self.term_ids(text)
-        found = self.deps.index.similar(
-            project, known, SUPERSEDE_THRESHOLD, SearchFilter(kinds=frozenset({"memory"})), unknown
-        )
-        best = min(found.items(), key=lambda s: (-s[1], s[0]), default=None)
+        best = self._closest(project, text, SUPERSEDE_THRESHOLD)
         return best if best is not None and best[1] > SUPERSEDE_THRESHOLD else None
+
+    def _closest(self, project: str, text: str, floor: float) -> tuple[str, float] | None:
+        """The live memory most similar to `text` with Jaccard >= `floor` (ties by id), if any."""
+        known, unknown = self.term_ids(text)
+        found = self.deps.index.similar(project, known, floor, SearchFilter(kinds=frozenset({"memory"})), unknown)
+        return min(found.items(), key=lambda s: (-s[1], s[0]), default=None)
 
     def term_ids(self, text: str) -> tuple[frozenset[int], int]:
         """The index's ids of `text`'s words, and how many of its words the index does not know."""
