@@ -186,7 +186,10 @@ class Settings(BaseModel):
         3, ge=2, description="A fact recurring in this many sessions is promoted to a memory by consolidation."
     )
     outcome_retention_days: int = Field(
-        180, ge=1, description="Consolidation prunes outcomes older than this once their task type has a heuristic."
+        180,
+        ge=1,
+        description="Consolidation prunes outcomes older than this that a heuristic or anti-pattern of their task type "
+        "counts.",
     )
     sampling_timeout_s: float = Field(
         30.0, gt=0, le=600, description="How long crystallize/reflect wait for the client's model before falling back."

@@ -346,6 +346,22 @@ _V13_COMPOSED_PROJECT_NAMES = [
     " AND doc_id NOT IN (SELECT id FROM lessons WHERE project GLOB '*[^ -~]*' AND project != nfc(project))",
 ]  # fmt: skip
 
+_V14_PRUNED_OUTCOMES = [
+    # Consolidation deletes old outcomes a heuristic or anti-pattern stands for; their task type,
+    # result and time stay here (never their text), so score histories and success rates per task
+    # type outlive them. Travels with exports; a row brought back by restore_forgotten wins over it.
+    """CREATE TABLE pruned_outcomes (
+        id         TEXT PRIMARY KEY,
+        project    TEXT NOT NULL,
+        task_type  TEXT NOT NULL,
+        success    INTEGER,
+        score      REAL,
+        created_at TEXT NOT NULL,
+        pruned_at  TEXT NOT NULL
+    )""",
+    "CREATE INDEX pruned_outcomes_by_type ON pruned_outcomes (project, task_type, created_at)",
+]
+
 MIGRATIONS: list[tuple[int, str, list[str]]] = [
     (1, "foundation: every table of the product reference", _V1_FOUNDATION),
     (2, "ranking attributes on stored terms; embedding vectors", _V2_RANKING_AND_VECTORS),
@@ -368,4 +384,5 @@ MIGRATIONS: list[tuple[int, str, list[str]]] = [
         "project names in one spelling (composed), so a decomposed name joins its project",
         _V13_COMPOSED_PROJECT_NAMES,
     ),
+    (14, "what pruned outcomes scored, so score histories outlive them", _V14_PRUNED_OUTCOMES),
 ]

@@ -87,13 +87,14 @@ async def test_imported_rows_in_the_other_spelling_join_the_project(client: Clie
 
 
 def _respell_as_an_older_release_stored_it(path: Path) -> None:
-    """Rename the composed project to its decomposed spelling everywhere, and forget migration 13."""
+    """Rename the composed project to its decomposed spelling everywhere, and undo migrations 13 and 14."""
     with sqlite3.connect(path) as conn:
         tables = [name for (name,) in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")]
         for table in tables:
             columns = {row[1] for row in conn.execute(f"PRAGMA table_info({table})")}
             if "project" in columns and table != "profile_tally":  # the triggers move its counts
                 conn.execute(f"UPDATE {table} SET project = ? WHERE project = ?", (DECOMPOSED, COMPOSED))
+        conn.execute("DROP TABLE pruned_outcomes")
         conn.execute("DELETE FROM schema_migrations WHERE version >= 13")
 
 

@@ -251,6 +251,18 @@ class FoldedObservation(Record):
     folded_at: str
 
 
+class PrunedOutcome(Record):
+    """What an outcome consolidation pruned showed (never its text): counted in score figures."""
+
+    id: str
+    project: str
+    task_type: str
+    success: bool | None = None
+    score: float | None = None
+    created_at: str
+    pruned_at: str
+
+
 class ForgottenRecord(Record):
     """A record memory_forget deleted, by id only, so no import brings it back unasked."""
 

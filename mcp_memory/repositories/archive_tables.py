@@ -109,6 +109,9 @@ TABLES: tuple[TableSpec, ...] = (
         refs=(("session_id", "sessions"),),
         kind="outcome",
     ),
+    TableSpec(
+        "pruned_outcomes", r.PrunedOutcome, ("id",), bool_columns=("success",), kind="outcome", stamp="pruned_at"
+    ),
     TableSpec("mistake_cards", r.MistakeCard, ("id",), unique=("project", "merge_key"), kind="mistake_card"),
     TableSpec(
         "outcome_mistake_cards",

@@ -97,18 +97,52 @@ class OutcomeRepository(Repository):
     async def delete(self, ids: Sequence[str]) -> None:
         await self.delete_in("outcomes", ids)
 
-    async def task_type_stats(self, project: str, task_type: str | None = None) -> list[tuple[str, int, int, float]]:
-        """(task type, outcomes, successes, mean score) per task type, most outcomes first."""
+    async def prune(self, ids: Sequence[str], at: str) -> None:
+        """Delete outcomes, keeping what each scored (task type, success, score, time) for score figures."""
+        for chunk in chunked(ids):
+            await self.conn.execute(
+                "INSERT INTO pruned_outcomes (id, project, task_type, success, score, created_at, pruned_at) "
+                f"SELECT id, project, task_type, success, score, created_at, ? FROM outcomes "
+                f"WHERE id IN ({placeholders(len(chunk))}) "
+                "ON CONFLICT (id) DO UPDATE SET pruned_at = excluded.pruned_at",
+                (at, *chunk),
+            )
+        await self.delete(ids)
+
+    @staticmethod
+    def _scored(project: str, task_type: str | None) -> tuple[str, list[str]]:
+        """Every outcome's score figures, stored or pruned (a pruned one brought back counts once)."""
         where, params = "project = ?", [project]
         if task_type is not None:
             where += " AND task_type = ?"
             params.append(task_type)
+        sql = (
+            f"SELECT id, task_type, success, score, created_at FROM outcomes WHERE {where} UNION ALL "
+            f"SELECT id, task_type, success, score, created_at FROM pruned_outcomes p WHERE {where} "
+            "AND NOT EXISTS (SELECT 1 FROM outcomes o WHERE o.id = p.id)"
+        )
+        return sql, params * 2
+
+    async def task_type_stats(self, project: str, task_type: str | None = None) -> list[tuple[str, int, int, float]]:
+        """(task type, outcomes, successes, mean score) per task type, most outcomes first; pruned
+        outcomes count."""
+        scored, params = self._scored(project, task_type)
         rows = await self.conn.fetchall(
-            f"SELECT task_type, count(*), sum(success), avg(score) FROM outcomes WHERE {where} "
+            f"SELECT task_type, count(*), sum(success), avg(score) FROM ({scored}) "
             "GROUP BY task_type ORDER BY count(*) DESC, task_type",
             params,
         )
         return [(r[0], int(r[1]), int(r[2] or 0), float(r[3] or 0.0)) for r in rows]
+
+    async def score_history(self, project: str, task_type: str, limit: int) -> list[tuple[str, str, float, bool]]:
+        """(id, created_at, score, success) of a task type's last `limit` outcomes, pruned ones
+        included, oldest first."""
+        scored, params = self._scored(project, task_type)
+        rows = await self.conn.fetchall(
+            f"SELECT id, created_at, score, success FROM ({scored}) ORDER BY created_at DESC, id DESC LIMIT ?",
+            (*params, limit),
+        )
+        return [(str(r[0]), str(r[1]), float(r[2] or 0.0), bool(r[3])) for r in reversed(rows)]
 
     async def count(self, project: str) -> int:
         return int(await self.conn.fetchval("SELECT count(*) FROM outcomes WHERE project = ?", (project,)))

@@ -4,13 +4,14 @@ Steps, in order: relink memory version chains left out of line; merge near-dupli
 version chains; promote facts that recur in `promote_min_sessions` sessions into memories (never one
 a forgotten memory said); crystallize ended sessions without a current summary; persist lesson decay
 and soft-delete faded lessons; fold sessions down to the cap; prune outcomes older than
-`outcome_retention_days` whose task type has a heuristic that holds; drop heuristics that no longer
-hold; last, delete stored search words no record uses (services/indexing.py, sweep_terms). A
-heuristic holds while the success share its evidence gives it is above `heuristic_min_success`: time
-alone never drops one (it only fades, like any lesson). Outcomes are pruned only in favour of a
-heuristic that outlives the same pass, and what they showed moves into its tally, so the store never
-loses both the evidence and the conclusion. Nothing that a relation points to is deleted, and pinned
-slots and open actions are never touched.
+`outcome_retention_days` whose task type has a heuristic that holds and which that heuristic or an
+anti-pattern counts (their score, success and time stay in pruned_outcomes for score histories);
+drop heuristics that no longer hold; last, delete stored search words no record uses
+(services/indexing.py, sweep_terms). A heuristic holds while the success share its evidence gives it
+is above `heuristic_min_success`: time alone never drops one (it only fades, like any lesson).
+Outcomes are pruned only in favour of a heuristic that outlives the same pass, and what they showed
+moves into its tally, so the store never loses both the evidence and the conclusion. Nothing that a
+relation points to is deleted, and pinned slots and open actions are never touched.
 
 The whole pass is one transaction, so a cancelled pass leaves nothing behind, and a dry run is the
 same pass rolled back: it reports exactly what a real run would do, except the ids of records the
@@ -25,7 +26,6 @@ from __future__ import annotations
 
 from collections import Counter, defaultdict
 from collections.abc import Awaitable, Callable
-from datetime import timedelta
 from typing import NamedTuple
 
 import anyio.to_thread
@@ -33,25 +33,22 @@ import anyio.to_thread
 from mcp_memory.clock import to_iso
 from mcp_memory.db import Tx
 from mcp_memory.models.loop import Change, ConsolidateResult
-from mcp_memory.models.records import Lesson, MemoryDigest, Outcome
-from mcp_memory.repositories.forgotten import ForgottenRepository
+from mcp_memory.models.records import MemoryDigest
 from mcp_memory.repositories.lessons import LessonRepository
 from mcp_memory.repositories.memories import MemoryRepository
 from mcp_memory.repositories.meta import MetaRepository
 from mcp_memory.repositories.observations import ObservationRepository
-from mcp_memory.repositories.outcomes import OutcomeRepository
 from mcp_memory.repositories.relations import RelationRepository
 from mcp_memory.search.index import SearchFilter
 from mcp_memory.search.termsets import TermSets
-from mcp_memory.services.common import GLOBAL_PROJECT, Breather, Deps, Progress, Service, jaccard, no_progress
+from mcp_memory.services.common import GLOBAL_PROJECT, Breather, Deps, Progress, Service, no_progress
 from mcp_memory.services.compress import shorten
 from mcp_memory.services.duplicates import ChainsInPass, Pair, duplicate_pairs, still_as_planned
 from mcp_memory.services.episodic import EpisodicService
 from mcp_memory.services.forget import fact_fingerprint
+from mcp_memory.services.heuristic_upkeep import HeuristicUpkeep
 from mcp_memory.services.lessons import LessonService
 from mcp_memory.services.memories import SUPERSEDE_THRESHOLD, MemoryService
-from mcp_memory.services.outcomes import source_count
-from mcp_memory.services.relations import drop_relations
 from mcp_memory.services.summaries import SummaryService
 
 DECAY_STEP = 0.001
@@ -93,6 +90,7 @@ class ConsolidateService(Service):
         self.memories = memories
         self.lessons = lessons
         self.summaries = summaries
+        self.upkeep = HeuristicUpkeep(deps, lessons)
 
     async def consolidate(
         self, project: str, *, dry_run: bool = False, progress: Progress | None = None
@@ -108,8 +106,8 @@ class ConsolidateService(Service):
             ("crystallizing ended sessions", self._crystallize),
             ("persisting lesson decay", self._decay_lessons),
             ("folding sessions over the cap", self._fold),
-            ("pruning old outcomes", self._prune_outcomes),
-            ("dropping weak heuristics", self._drop_heuristics),
+            ("pruning old outcomes", self.upkeep.prune_outcomes),
+            ("dropping weak heuristics", self.upkeep.drop_heuristics),
         ]
         total = len(steps) + 3  # and the two read-aheads, and the vocabulary sweep (not a change to any record)
         await report(0, total, "finding near-duplicate memories")
@@ -277,108 +275,6 @@ class ConsolidateService(Service):
             Change(kind="observation", action="folded", id=i) for i in await self.episodic.fold_over_cap(tx, project)
         ]
 
-    async def _prune_outcomes(self, tx: Tx, project: str) -> list[Change]:
-        cutoff = to_iso(self.now() - timedelta(days=self.settings.outcome_retention_days))
-        # Only a heuristic that holds outlives this pass (the next step drops the rest), so only
-        # such a one may stand in for the outcomes it was drawn from.
-        holding = [
-            lesson
-            for lesson in await LessonRepository(tx).find([project], kinds=["heuristic"])
-            if not self.lessons.faded(lesson, self.lessons.confidence(lesson)) and self._holds(lesson)
-        ]
-        learned = {lesson.task_type for lesson in holding}
-        old = [o for o in await OutcomeRepository(tx).older_than(project, cutoff) if o.task_type in learned]
-        keep = await self._pointed_at(tx, [o.id for o in old])
-        doomed = [o for o in old if o.id not in keep]
-        counted_in = await self._carry_tallies(tx, holding, doomed)
-        ids = [o.id for o in doomed]
-        # Noted as forgotten, as memory_forget would: a copy made before this pass brings none back
-        # (its tally would count them twice, live and pruned).
-        await ForgottenRepository(tx).remember("outcome", ids, self.now_iso())
-        await OutcomeRepository(tx).delete(ids)
-        await drop_relations(tx, ids)
-        changes = []
-        for outcome_id in ids:
-            tx.changed("outcome", outcome_id, "prune")
-            detail = "its task type has a heuristic that holds"
-            if outcome_id in counted_in:
-                detail += f"; counted in {counted_in[outcome_id]}"
-            changes.append(Change(kind="outcome", action="pruned", id=outcome_id, detail=detail))
-        return changes
-
-    async def _carry_tallies(self, tx: Tx, heuristics: list[Lesson], doomed: list[Outcome]) -> dict[str, str]:
-        """Move pruned outcomes from the live tally of the heuristic they support to its pruned tally.
-
-        A heuristic's `outcomes` / `successes` count the stored outcomes of a similar strategy; what
-        the pruned ones showed lives on in `pruned_outcomes` / `pruned_successes`, so its evidence
-        outlives them. Returns the heuristic each pruned outcome was counted in.
-        """
-        terms = self.deps.index.analyzer.terms
-        strategies = {h.id: frozenset(terms(str(h.source.get("strategy") or ""))) for h in heuristics}
-        moved: dict[str, list[Outcome]] = defaultdict(list)
-        counted_in: dict[str, str] = {}
-        for outcome in doomed:
-            if not outcome.strategy:
-                continue  # no strategy, so no heuristic counted it
-            words = frozenset(terms(outcome.strategy))
-            scored = [
-                (jaccard(words, strategies[h.id]), h.id)
-                for h in heuristics
-                if h.task_type == outcome.task_type and strategies[h.id]
-            ]
-            overlap, best = max(scored, default=(0.0, ""))
-            if best and overlap >= self.settings.similarity:
-                moved[best].append(outcome)
-                counted_in[outcome.id] = best
-        for heuristic in heuristics:
-            if heuristic.id not in moved:
-                continue
-            gone, won = len(moved[heuristic.id]), sum(1 for o in moved[heuristic.id] if o.success)
-            source = heuristic.source | {
-                "outcomes": max(0, source_count(heuristic.source, "outcomes") - gone),
-                "successes": max(0, source_count(heuristic.source, "successes") - won),
-                "pruned_outcomes": source_count(heuristic.source, "pruned_outcomes") + gone,
-                "pruned_successes": source_count(heuristic.source, "pruned_successes") + won,
-            }
-            await self.lessons.store(
-                tx, heuristic.model_copy(update={"source": source, "updated_at": self.now_iso()}), "update"
-            )
-        return counted_in
-
-    async def _drop_heuristics(self, tx: Tx, project: str) -> list[Change]:
-        changes = []
-        stamp = self.now_iso()
-        heuristics = await LessonRepository(tx).find([project], kinds=["heuristic"])
-        keep = await self._pointed_at(tx, [h.id for h in heuristics])
-        for lesson in heuristics:
-            if self._holds(lesson) or lesson.id in keep:
-                continue
-            await self.lessons.store(tx, lesson.model_copy(update={"deleted_at": stamp, "updated_at": stamp}), "drop")
-            detail = f"confidence {evidence_share(lesson):.2f}"
-            changes.append(Change(kind="lesson", action="dropped", id=lesson.id, detail=detail))
-        return changes
-
-    def _holds(self, heuristic: Lesson) -> bool:
-        """Whether a heuristic's evidence still supports it (its age aside: decay is the fade rule's)."""
-        return evidence_share(heuristic) > self.settings.heuristic_min_success
-
     @staticmethod
     async def _pointed_at(tx: Tx, ids: list[str]) -> set[str]:
         return await RelationRepository(tx).pointed_at(ids)
-
-
-def evidence_share(heuristic: Lesson) -> float:
-    """The success share a heuristic's evidence gives it, before any time decay.
-
-    Outcome-derived heuristics keep their tally (`outcomes`, `successes`, plus the `pruned_…`
-    counts of outcomes consolidation has pruned) and reflected ones their `share`; for one that has
-    neither, its stored confidence is the best record there is.
-    """
-    source = heuristic.source
-    outcomes = source_count(source, "outcomes") + source_count(source, "pruned_outcomes")
-    if outcomes > 0:
-        return (source_count(source, "successes") + source_count(source, "pruned_successes")) / outcomes
-    share = source.get("share")
-    if isinstance(share, int | float):
-        return float(share)
-    return heuristic.confidence

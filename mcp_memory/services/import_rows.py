@@ -132,6 +132,11 @@ class _Outcome(r.Outcome):
     successes: Items = Field(default_factory=list)
 
 
+class _PrunedOutcome(r.PrunedOutcome):
+    task_type: Snake
+    score: Unit | None = None
+
+
 class _MistakeCard(r.MistakeCard):
     task_type: Snake | None = None
     type: Snake
@@ -218,6 +223,7 @@ ROW_MODELS: dict[str, type[BaseModel]] = {
     "memories": _Memory,
     "lessons": _Lesson,
     "outcomes": _Outcome,
+    "pruned_outcomes": _PrunedOutcome,
     "mistake_cards": _MistakeCard,
     "outcome_mistake_cards": r.OutcomeMistakeCard,
     "slots": _Slot,

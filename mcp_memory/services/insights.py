@@ -71,7 +71,7 @@ class InsightsService(Service):
         outcomes = OutcomeRepository(conn)
         stats = []
         for name, count, successes, mean in await outcomes.task_type_stats(project, task_type):
-            recent = await outcomes.recent(project, name, limit=limit)
+            history = await outcomes.score_history(project, name, limit)
             stats.append(
                 TaskTypeStats(
                     task_type=name,
@@ -80,8 +80,8 @@ class InsightsService(Service):
                     success_rate=round(successes / count, 4) if count else 0.0,
                     mean_score=round(mean, 4),
                     history=[
-                        ScorePoint(outcome_id=o.id, at=o.created_at, score=o.score or 0.0, success=bool(o.success))
-                        for o in reversed(recent)
+                        ScorePoint(outcome_id=i, at=at, score=score, success=success)
+                        for i, at, score, success in history
                     ],
                 )
             )
