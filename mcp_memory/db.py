@@ -290,6 +290,8 @@ async def _connect(path: Path, busy_timeout_ms: int, synchronous: str) -> aiosql
     try:
         # Migrations name projects in their stored spelling with it; never in a query of the tools.
         await raw.create_function("nfc", 1, _composed, deterministic=True)
+        # Tags are compared folded; SQLite's NOCASE folds ASCII letters only ("Été" would miss "été").
+        await raw.create_function("folded", 1, _folded, deterministic=True)
         for pragma in (
             f"PRAGMA busy_timeout={int(busy_timeout_ms)}",
             "PRAGMA foreign_keys=ON",
@@ -314,6 +316,16 @@ async def _end_read(raw: aiosqlite.Connection) -> None:
         logger.warning("a read transaction could not commit: %s", exc)
         if raw.in_transaction:
             await raw.execute("ROLLBACK")
+
+
+def fold_tag(tag: str) -> str:
+    """A tag as tags are compared: stripped and casefolded (full Unicode)."""
+    return tag.strip().casefold()
+
+
+def _folded(value: object) -> object:
+    """SQL folded(text): `fold_tag` of a text (anything else unchanged)."""
+    return fold_tag(value) if isinstance(value, str) else value
 
 
 def _composed(value: object) -> object:

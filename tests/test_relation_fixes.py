@@ -248,3 +248,19 @@ async def test_related_names_the_id_field_of_an_unknown_record(client: Client) -
     message = await call_error(client, "memory_related", id="mem_01m80y2zswg25dk27enn5k")
 
     assert "id: No record 'mem_01m80y2zswg25dk27enn5k' in this project" in message
+
+
+# -- 7. a secret in a note is reported, as other writing tools report it ------------------------------------
+
+
+async def test_relate_reports_a_secret_redacted_from_its_note(client: Client) -> None:
+    lesson, slot = await global_pair(client)
+    token = "ghp_" + "a1B2c3D4e5" * 3 + "f6G7h8"
+
+    made = await call(client, "memory_relate", source_id=lesson, target_id=slot, note=f"deploy key {token} here")
+    plain = await call(client, "memory_relate", source_id=slot, target_id=lesson, note="no secret here")
+
+    assert made["redacted"] == {"github_token": 1}
+    assert made["relation"]["note"] == "deploy key [REDACTED:github_token] here"
+    assert token not in str(await call(client, "memory_related", id=lesson))
+    assert plain["redacted"] == {}

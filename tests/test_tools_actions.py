@@ -372,6 +372,18 @@ async def test_the_frontier_filters_by_tag(client: Client, clock: FakeClock) -> 
     assert await frontier(client, tag="nothing") == []
 
 
+async def test_a_tag_filter_ignores_case_beyond_ascii(client: Client, clock: FakeClock) -> None:
+    summer = await create(client, "summer release", clock, tags=["Été", "Straße"])
+    await create(client, "other work", clock, tags=["ete", "hiver"])
+
+    for tag in ("été", "ÉTÉ", " Été ", "STRASSE"):
+        assert await titles(client, tag=tag) == ["summer release"], tag
+        assert await frontier(client, tag=tag) == ["summer release"], tag
+    assert await titles(client, tag="HIVER") == ["other work"]
+    assert await titles(client, tag="automne") == await frontier(client, tag="automne") == []
+    assert summer["tags"] == ["Straße", "Été"]  # stored as first given; only the comparison folds
+
+
 async def test_a_blank_tag_is_refused_and_the_stored_tags_are_kept(client: Client, clock: FakeClock) -> None:
     action = await create(client, "Ship the exporter", clock, tags=["backend", "urgent"])
 

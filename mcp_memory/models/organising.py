@@ -122,6 +122,7 @@ class RelateResult(BaseModel):
 
     relation: RelationView
     created: bool
+    redacted: Redacted = Field(default_factory=dict, description=REDACTED_DESC)
 
 
 class RelatedNode(BaseModel):

@@ -180,11 +180,11 @@ class ActionRepository(Repository):
         limit: int,
         offset: int,
     ) -> tuple[list[Action], int]:
-        """Actions by status (and tag, parent), highest priority then oldest first, and the total."""
+        """Actions by status (and folded tag, parent), highest priority then oldest first, and the total."""
         clauses = ["project = ?", f"status IN ({placeholders(len(statuses))})"]
         params: list[object] = [project, *statuses]
         if tag is not None:
-            clauses.append("EXISTS (SELECT 1 FROM json_each(actions.tags) WHERE value = ? COLLATE NOCASE)")
+            clauses.append("EXISTS (SELECT 1 FROM json_each(actions.tags) WHERE folded(value) = ?)")
             params.append(tag)
         if parent_id is not None:
             clauses.append("parent_id = ?")
@@ -199,7 +199,7 @@ class ActionRepository(Repository):
 
     async def frontier(self, project: str, tag: str | None, limit: int, offset: int) -> tuple[list[Action], int]:
         """Open, unblocked actions whose dependencies are all done and that have no open children,
-        highest priority then oldest first, and how many there are in all."""
+        highest priority then oldest first, and how many there are in all (`tag` given folded)."""
         where = (
             "a.project = ? AND a.status IN ('pending', 'active') "
             "AND NOT EXISTS (SELECT 1 FROM action_dependencies d JOIN actions b ON b.id = d.depends_on "
@@ -208,7 +208,7 @@ class ActionRepository(Repository):
         )
         params: list[object] = [project]
         if tag is not None:
-            where += " AND EXISTS (SELECT 1 FROM json_each(a.tags) WHERE value = ? COLLATE NOCASE)"
+            where += " AND EXISTS (SELECT 1 FROM json_each(a.tags) WHERE folded(value) = ?)"
             params.append(tag)
         rows = await self.conn.fetchall(
             f"SELECT {', '.join('a.' + c.strip() for c in _COLUMNS.split(','))} FROM actions a "

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from mcp_memory.db import Conn, Tx
+from mcp_memory.db import Conn, Tx, fold_tag
 from mcp_memory.errors import ConflictError, InvalidInputError, NotFoundError
 from mcp_memory.ids import new_id
 from mcp_memory.models.organising import ActionList, ActionResult, ActionView
@@ -307,17 +307,17 @@ def _tags(scrub: Scrubber, tags: Sequence[str]) -> list[str]:
     kept: dict[str, str] = {}
     for tag in scrub.many(tags) or []:
         if tag.strip():
-            kept.setdefault(tag.strip().casefold(), tag.strip())
+            kept.setdefault(fold_tag(tag), tag.strip())
     return sorted(kept.values(), key=str.casefold)
 
 
 def _tag_filter(tag: str | None) -> str | None:
-    """A tag to filter by, as tags are stored (stripped); a blank one is refused, not matched to none."""
+    """A tag to filter by, folded as tags are compared; a blank one is refused, not matched to none."""
     if tag is None:
         return None
     if not tag.strip():
         raise InvalidInputError("tag", "must contain text (leave it out to list every tag)")
-    return tag.strip()
+    return fold_tag(tag)
 
 
 def _describe(steps: Sequence[tuple[str, bool]]) -> str:

@@ -68,7 +68,7 @@ class RelationService(Service):
             stored = await repo.get(source_id, target_id, type_, project)
             assert stored is not None
             tx.changed("relation", stored.id, "create" if created else "update")
-        return RelateResult(relation=relation_view(stored), created=created)
+        return RelateResult(relation=relation_view(stored), created=created, redacted=scrub.summary())
 
     async def related(
         self,
