@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from mcp import Client
 
+from tests.conftest import call
 from tests.test_summary_fixes import summary_of
 
 ERROR = "TypeError: unsupported operand Decimal * float in compute_tax (shop/pricing.py)"
@@ -46,3 +47,49 @@ async def test_a_note_saying_the_error_no_longer_happens_is_still_a_fix(client: 
     )
 
     assert f"- {ERROR} -> fixed: Cast the rate in compute_tax; it no longer fails and the failing test passes" in lines
+
+
+CYCLE = "ImportError: cannot import name 'Cart' from partially initialized module 'shop.models' (circular import)"
+BROKE = "Broke the circular import by moving the Cart type hints under TYPE_CHECKING in shop/models.py"
+
+
+async def test_an_observation_typed_fix_is_a_fix_whatever_verb_it_opens_with(client: Client) -> None:
+    lines = await summary_of(
+        client,
+        [
+            ("error", f"{CYCLE}, attempt 1"),
+            ("error", f"{CYCLE}, attempt 2"),
+            ("fix", BROKE),  # "broke" is a failure word, but the agent called it a fix
+        ],
+    )
+
+    start = lines.index("Errors and fixes:") + 1
+    assert lines[start : start + 3] == [
+        f"- {CYCLE}, attempt 1 -> fixed: {BROKE}",
+        f"- {CYCLE}, attempt 2 -> same fix as above",
+        lines[start + 2],
+    ]
+    assert not lines[start + 2].startswith("- ")  # the fix is said once, and not again as a fix of its own
+
+
+async def test_a_change_that_says_it_broke_something_is_still_no_fix(client: Client) -> None:
+    lines = await summary_of(
+        client,
+        [
+            ("error", CYCLE),
+            ("file_change", "Tried moving Cart out of shop.models into shop.cart; it broke the checkout view"),
+        ],
+    )
+
+    assert f"- {CYCLE} -> unresolved" in lines
+
+
+async def test_reflect_names_a_fix_typed_fix_whatever_verb_it_opens_with(client: Client) -> None:
+    for n in (1, 2):
+        await call(client, "memory_observe", content=f"{CYCLE}, attempt {n}", type="error", session_id="s")
+    await call(client, "memory_observe", content=BROKE, type="fix", session_id="s", end_session=True)
+
+    result = await call(client, "memory_reflect", session_id="s")
+
+    [anti] = result["anti_patterns"]
+    assert anti["context"] == f"Seen 2 times. Fixed by: {BROKE}"

@@ -66,3 +66,22 @@ async def test_reflect_names_the_fix_of_a_recurring_error_the_way_the_summary_pa
     # the README fix of session one is about something else (nor right after it); session two's note fixed it
     [anti] = result["anti_patterns"]
     assert anti["context"] == "Seen 2 times. Fixed by: Moved the deploy port to 8081; it worked"
+
+
+async def test_errors_that_share_a_fix_are_listed_together_and_the_fix_said_once(client: Client) -> None:
+    lines = await summary_of(
+        client,
+        [
+            ("error", "Deploy failed: port 8080 already in use"),
+            ("error", "pytest failed: ImportError cannot import name Stemmer"),
+            ("error", "Deploy failed again: port 8080 already in use"),
+            ("fix", "Moved the deploy port to 8081 in compose.yaml"),
+        ],
+    )
+
+    start = lines.index("Errors and fixes:") + 1
+    assert lines[start : start + 3] == [
+        "- Deploy failed: port 8080 already in use -> fixed: Moved the deploy port to 8081 in compose.yaml",
+        "- Deploy failed again: port 8080 already in use -> same fix as above",
+        "- pytest failed: ImportError cannot import name Stemmer -> unresolved",
+    ]

@@ -21,12 +21,11 @@ _GENERIC_WORDS = "error errors fix fixed fixes fixing fail failed failing failur
 """Words every error or fix may say: sharing only these does not make a fix the fix of an error."""
 _CHANGES = {"file_change", "decision"}
 """Types that change something: one about an error's file or identifier is likely its fix."""
+_NEVER_REPORTS = {"error", "fix"}
+"""Types never read as a failure report: an error is one by its nature, and a fix is the agent's word
+that it fixed something, whatever words it uses ("Broke the import cycle by ...")."""
 _HEAD = 2_000  # the opening of a long note or tool output is what is read of it
 _CLAUSE = re.compile(r"[.!?](?=\s|$)|[;\n]|,?\s+(?:but|though|although|yet|while)\s")
-_SUCCESS = re.compile(
-    r"\b(?:fix(?:ed|es)?|resolv(?:ed|es)|solv(?:ed|es)|repaired|worked|works|working|pass(?:es|ed|ing)?|"
-    r"succeed(?:s|ed)?|green|no longer)\b"
-)
 _FIXED = re.compile(r"\b(?:fix(?:ed|es)?|resolv(?:ed|es)|solved|repaired)\b")
 _NEGATED_SUCCESS = re.compile(
     r"(?:\b(?:does|did|do|is|are|was|were|has|have)(?:n't| not)|\bnot|\bno longer|\bnever)\s+(?:\w+\s+)?"
@@ -79,7 +78,8 @@ def pair_fixes(
 ) -> dict[str, Observation]:
     """The fix of each error (by id) among a session's `observations` (in order).
 
-    An observation that reports a failure ("X passes now; Y still fails") fixes nothing. Of the
+    An observation that reports a failure ("X passes now; Y still fails") fixes nothing, unless the
+    agent typed it `fix`: that is its word that it is one ("Broke the import cycle by ..."). Of the
     rest, one typed `fix` that `fixes_of` pairs comes first; else the earliest later change
     (file_change, decision) naming one of the error's files or identifiers, since the agent edits
     what broke, unless the note `fixes_of` found by words names one too and came first.
@@ -87,7 +87,7 @@ def pair_fixes(
     if not errors:
         return {}
     first = min(e.seq for e in errors)  # what came before every error fixes none: spare reading it
-    usable = [o for o in observations if o.seq <= first or o.type == "error" or not _reports_failure(o)]
+    usable = [o for o in observations if o.seq <= first or o.type in _NEVER_REPORTS or not _reports_failure(o)]
     by_words = fixes_of(analyzer, errors, usable)
     changes = [(o, _anchors(o)) for o in usable if o.type in _CHANGES]
     paired: dict[str, Observation] = {}
@@ -103,18 +103,11 @@ def pair_fixes(
 
 
 def _reports_failure(obs: Observation) -> bool:
-    """Whether an observation says something failed (a clause such as "Y still fails with 401").
-
-    One the agent typed `fix` is taken at its word unless no clause of it says anything worked.
-    """
+    """Whether an observation says something failed (a clause such as "Y still fails with 401")."""
     text = f"{obs.title}\n{obs.content[:_HEAD]}".casefold()
     if not _FAILURE.search(text) and not _NEGATED_SUCCESS.search(text):
         return False  # most observations: no clause to weigh
-    clauses = [c for c in _CLAUSE.split(text) if c.strip()]
-    failing = any(_says_failure(c) for c in clauses)
-    if obs.type == "fix":
-        return failing and not any(_SUCCESS.search(c) and not _says_failure(c) for c in clauses)
-    return failing
+    return any(_says_failure(c) for c in _CLAUSE.split(text) if c.strip())
 
 
 def _says_failure(clause: str) -> bool:

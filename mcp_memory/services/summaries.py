@@ -1,11 +1,12 @@
 """Crystallize: fold a session into a summary, extractively, or in the client's model's words.
 
 The extractive summary lists the session's decisions, each error with the later fix that is about
-the same thing (`pair_fixes`; fixes that answer no listed error stand on their own), the files touched, the main
-concepts, how its outcomes went, and its most important other observations. When the connected
-client lends its model (MCP sampling), the tool layer asks it to rewrite that draft; whatever it
-returns is scrubbed and stored instead, else the draft is. A session with nothing left in it (every
-observation forgotten) gets no summary.
+the same thing (`pair_fixes`; errors sharing a fix are listed together, and fixes that answer no
+listed error stand on their own), the files touched, the main concepts, how its outcomes went
+(failures first), and its most important other observations with the facts they recorded. When the
+connected client lends its model (MCP sampling), the tool layer asks it to rewrite that draft;
+whatever it returns is scrubbed and stored instead, else the draft is. A session with nothing left
+in it (every observation forgotten) gets no summary.
 """
 
 from __future__ import annotations
@@ -45,6 +46,11 @@ Observations, in order:
 {observations}"""
 
 _HIGHLIGHT_TYPES = {"discovery", "preference", "note", "file_change"}
+_HIGHLIGHT_CHARS = 240
+"""An "Also:" line, its title and facts together, is at most this long."""
+_FACT_CHARS = 120
+_FACT_MIN_CHARS = 40  # less room than this left on a line: a fact cut that short says nothing
+_LISTED_OUTCOMES = 5
 
 
 class SummaryService(Service):
@@ -156,10 +162,7 @@ class SummaryService(Service):
         alone = [o for o in observations if o.type == "fix" and o.id not in claimed][:4]
         if errors or alone:
             lines.append("Errors and fixes:")
-            for error in errors:
-                fix = fixed.get(error.id)
-                resolution = f" -> fixed: {shorten(fix.title, 120)}" if fix else " -> unresolved"
-                lines.append(f"- {shorten(error.title, 140)}{resolution}")
+            lines += _error_lines(errors, fixed)
             lines += [f"- fixed: {shorten(fix.title, 140)}" for fix in alone]
         files = Counter(f for o in observations for f in o.files)
         if files:
@@ -167,19 +170,74 @@ class SummaryService(Service):
         concepts = Counter(c for o in observations for c in o.concepts)
         if concepts:
             lines.append("Concepts: " + ", ".join(c for c, _ in concepts.most_common(10)))
-        for outcome in outcomes[:5]:
-            verdict = "succeeded" if outcome.success else "failed"
-            lines.append(f"Outcome: {shorten(outcome.task, 120)} {verdict} (score {outcome.score or 0:.2f})")
+        lines += _outcome_lines(outcomes)
         highlights = sorted(
             (o for o in observations if o.type in _HIGHLIGHT_TYPES and o.id not in claimed),
             key=lambda o: (-o.importance, o.seq),
         )[:5]
         if highlights:
             lines.append("Also:")
-            lines += [f"- {shorten(o.title, 160)}" for o in sorted(highlights, key=lambda o: o.seq)]
+            lines += [f"- {_with_facts(o)}" for o in sorted(highlights, key=lambda o: o.seq)]
         if session.folded_count:
             lines.append(f"({session.folded_count} older low-value observations were folded away.)")
         return shorten_lines("\n".join(lines), SUMMARY_CHARS)
+
+
+def _error_lines(errors: Sequence[Observation], fixed: dict[str, Observation]) -> list[str]:
+    """The summary's lines for `errors`, each with its fix; errors that share a fix are listed
+    together, the fix said once (an error that recurs would otherwise repeat it on every line)."""
+    sharing: dict[str, list[Observation]] = {}
+    for error in errors:
+        if (fix := fixed.get(error.id)) is not None:
+            sharing.setdefault(fix.id, []).append(error)
+    lines: list[str] = []
+    for error in errors:
+        fix = fixed.get(error.id)
+        if fix is None:
+            lines.append(f"- {shorten(error.title, 140)} -> unresolved")
+        elif sharing[fix.id][0] is error:
+            lines.append(f"- {shorten(error.title, 140)} -> fixed: {shorten(fix.title, 120)}")
+            lines += [f"- {shorten(e.title, 140)} -> same fix as above" for e in sharing[fix.id][1:]]
+    return lines
+
+
+def _outcome_lines(outcomes: Sequence[Outcome]) -> list[str]:
+    """How a session's outcomes went: failures first (a summary that lists only successes reads as
+    a session that went well), at most `_LISTED_OUTCOMES`, then a count of the rest."""
+
+    def line(outcome: Outcome) -> str:
+        verdict = "succeeded" if outcome.success else "failed"
+        return f"{shorten(outcome.task, 120)} {verdict} (score {outcome.score or 0:.2f})"
+
+    if len(outcomes) <= 1:
+        return [f"Outcome: {line(o)}" for o in outcomes]
+    ordered = sorted(outcomes, key=lambda o: bool(o.success))  # stable: each kind in the order recorded
+    succeeded = sum(1 for o in outcomes if o.success)
+    lines = [f"Outcomes: {succeeded} of {len(outcomes)} succeeded"]
+    lines += [f"- {line(o)}" for o in ordered[:_LISTED_OUTCOMES]]
+    rest = ordered[_LISTED_OUTCOMES:]
+    if rest:
+        failed = sum(1 for o in rest if not o.success)
+        which = "all failed" if failed == len(rest) else f"{failed} failed" if failed else "all succeeded"
+        lines.append(f"- … and {len(rest)} more ({which})")
+    return lines
+
+
+def _with_facts(obs: Observation) -> str:
+    """An observation's title and then the facts it recorded that the title does not already say,
+    as many as fit in `_HIGHLIGHT_CHARS` (a discovery's point is often in its facts, not its title)."""
+    text = shorten(obs.title, 160)
+    said = obs.title.casefold()
+    joiner = " — "
+    for fact in obs.facts:
+        room = _HIGHLIGHT_CHARS - len(text) - len(joiner)
+        if room < _FACT_MIN_CHARS:
+            break
+        if fact.rstrip("…").casefold() in said:
+            continue  # extracted facts often repeat the title's sentence
+        text += joiner + shorten(fact, min(room, _FACT_CHARS))
+        joiner = "; "
+    return text
 
 
 def _is_current(session: Session) -> bool:
