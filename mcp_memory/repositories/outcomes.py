@@ -195,7 +195,7 @@ class MistakeCardRepository(Repository):
         )
 
     async def seen_again(self, card_id: str, at: str, wrong: str | None, why: str | None) -> None:
-        """Count one more sighting; newer details replace older ones when given."""
+        """Count one more sighting; the wrong decision(s) and why given replace the stored ones."""
         await self.conn.execute(
             "UPDATE mistake_cards SET seen_count = seen_count + 1, last_seen_at = ?, updated_at = ?, "
             "wrong_decision = coalesce(?, wrong_decision), why = coalesce(?, why) WHERE id = ?",

@@ -19,6 +19,7 @@ from mcp_memory.services.lesson_identity import evidence_of
 from mcp_memory.services.lessons import LessonService
 from mcp_memory.services.outcomes import FAILED, source_count
 from mcp_memory.services.relations import drop_relations
+from mcp_memory.services.strategies import Strategies
 
 
 class HeuristicUpkeep(Service):
@@ -72,22 +73,23 @@ class HeuristicUpkeep(Service):
 
     def _counted_in(self, heuristics: list[Lesson], outcomes: list[Outcome]) -> dict[str, str]:
         """The heuristic each outcome's tally counts it in: the one of its task type whose strategy
-        is most like its own, when similar enough."""
-        terms = self.deps.index.analyzer.terms
-        strategies = {h.id: frozenset(terms(str(h.source.get("strategy") or ""))) for h in heuristics}
+        is most like its own, when the same strategy (services/strategies.py)."""
+        judge = Strategies(self.deps.index, self.settings)
+        records = judge.records(outcomes)
         counted_in: dict[str, str] = {}
         for outcome in outcomes:
             if not outcome.strategy:
                 continue  # no strategy, so no heuristic counted it
-            words = frozenset(terms(outcome.strategy))
+            words = judge.strategy_words(outcome.strategy)
             scored = [
-                (jaccard(words, strategies[h.id]), h.id)
+                (jaccard(words, judge.strategy_words(theirs)), h.id)
                 for h in heuristics
-                if h.task_type == outcome.task_type and strategies[h.id]
+                if h.task_type == outcome.task_type
+                and judge.same(outcome.strategy, theirs := str(h.source.get("strategy") or ""), records)
             ]
-            overlap, best = max(scored, default=(0.0, ""))
-            if best and overlap >= self.settings.similarity:
-                counted_in[outcome.id] = best
+            best = max(scored, default=None)
+            if best is not None:
+                counted_in[outcome.id] = best[1]
         return counted_in
 
     async def _carry_tallies(

@@ -15,7 +15,7 @@ from __future__ import annotations
 import hashlib
 import re
 import unicodedata
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 
 from mcp_memory.db import Tx
 from mcp_memory.models.records import Lesson
@@ -176,15 +176,26 @@ def named_strategy(lesson: Lesson) -> str | None:
     return None if pattern.startswith(FROM_ERROR) else pattern
 
 
+def tried_of(lesson: Lesson) -> list[str]:
+    """The different strategies the failures of an anti-pattern about an error tried."""
+    tried = lesson.source.get("tried")
+    return [t for t in tried if isinstance(t, str)] if isinstance(tried, list) else []
+
+
 def seen_context(seen: int, fix: str | None) -> str:
     """Why a recurring error is an anti-pattern, as memory_reflect puts it."""
     return f"Seen {seen} times.{_FIXED_BY}{fix}" if fix else f"Seen {seen} times."
 
 
-def why_bad(failures: int, error: str, alternative: str | None, fix: str | None = None) -> str:
-    """Why an anti-pattern's strategy is bad, as failed outcomes put it, and what to do instead: a
-    better strategy from successful ones, else the fix memory_reflect saw."""
+def why_bad(
+    failures: int, error: str, alternative: str | None, fix: str | None = None, tried: Sequence[str] = ()
+) -> str:
+    """Why an anti-pattern's strategy is bad, as failed outcomes put it (with the strategies `tried`
+    when they differ), and what to do instead: a better strategy from successful ones, else the fix
+    memory_reflect saw."""
     why = f"Failed {failures} times with errors like: {shorten(error, 200)}"
+    if tried:
+        why += ". Tried: " + "; ".join(tried)
     if alternative:
         return f"{why}. Better: {alternative}"
     return f"{why}.{_FIXED_BY}{fix}" if fix else f"{why}. No successful alternative recorded yet."

@@ -44,7 +44,8 @@ async def record_mistake_cards(
         task = card.task or outcome.task
         existing = await repo.by_key(outcome.project, key)
         if existing is not None:
-            await repo.seen_again(existing.id, now, card.wrong_decision, card.why)
+            wrong = _both_wrong(existing.wrong_decision, card.wrong_decision)
+            await repo.seen_again(existing.id, now, wrong, card.why)
             tx.changed("mistake_card", existing.id, "seen")
             card_id = existing.id
         else:
@@ -88,6 +89,23 @@ def clean_card(card: MistakeCardInput, scrub: Scrubber, field: str) -> MistakeCa
         wrong_decision=scrub.optional(card.wrong_decision),
         why=scrub.optional(card.why),
     )
+
+
+WRONG_CHARS = 1_000
+"""A card's wrong decisions together are at most this long (the newest are kept)."""
+
+
+def _both_wrong(stored: str | None, new: str | None) -> str | None:
+    """The wrong decisions of a card seen again: each different one kept, in the order seen, since
+    one right decision often answers several wrong turns ("sleep", then "busy timeout", ...)."""
+    if not new or not stored:
+        return new or stored
+    if new.casefold() in stored.casefold():
+        return stored
+    parts = [*stored.split("; "), new]
+    while len(parts) > 1 and len("; ".join(parts)) > WRONG_CHARS:
+        parts.pop(0)
+    return "; ".join(parts)
 
 
 def _merge_key(kind: str, task: str, correct: str) -> str:

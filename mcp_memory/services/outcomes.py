@@ -19,13 +19,16 @@ Recording an outcome derives, in the same transaction (thresholds are settings):
 - mistake cards merged by (type, task, correct decision) with a seen count.
 Similar means Jaccard overlap of analysed words >= `similarity`; a text without any analysable
 word (only stop words) is similar to nothing. Strategies are compared with what each says not to
-do told apart ("without resetting" is not "reset"; services/lesson_identity.py).
+do told apart ("without resetting" is not "reset"; services/lesson_identity.py), and two alike
+in wording but opposite in record (one mostly worked, the other mostly failed) are two strategies
+(services/strategies.py). An anti-pattern names a strategy only while every failure it counts
+tried that one; failures of different strategies make it one about their error, listing what was
+tried.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 
 from mcp_memory.db import Tx
 from mcp_memory.errors import InvalidInputError
@@ -47,29 +50,18 @@ from mcp_memory.services.lesson_identity import (
     named_strategy,
     rename,
     same_problem,
-    strategy_terms,
+    tried_of,
     why_bad,
 )
 from mcp_memory.services.lessons import LessonService
 from mcp_memory.services.mistake_cards import MistakeCardInput, clean_card, record_mistake_cards
+from mcp_memory.services.strategies import Strategies, Tally
 from mcp_memory.services.task_types import infer_task_type
 
 SUCCESS_SCORE = 0.5
 """A score at or above this counts as success when only a score is given."""
 FAILED = "failed_outcomes"
 """Where an anti-pattern keeps the ids of the failures it counts."""
-
-
-@dataclass(frozen=True, slots=True)
-class _Tally:
-    """How the outcomes with a similar strategy went."""
-
-    outcomes: int
-    successes: int
-
-    @property
-    def share(self) -> float:
-        return self.successes / self.outcomes if self.outcomes else 0.0
 
 
 def source_count(source: dict[str, object], key: str) -> int:
@@ -84,28 +76,7 @@ class OutcomeService(Service):
     def __init__(self, deps: Deps, lessons: LessonService) -> None:
         super().__init__(deps)
         self.lessons = lessons
-        self._strategies: dict[str, frozenset[str]] = {}
-
-    def words(self, text: str | None) -> frozenset[str]:
-        """The analysed word set similarity is measured on."""
-        return frozenset(self.deps.index.analyzer.terms(text or ""))
-
-    def similar(self, a: str | None, b: str | None) -> bool:
-        """Whether two errors are similar enough to count as the same."""
-        return jaccard(self.words(a), self.words(b)) >= self.settings.similarity
-
-    def same_strategy(self, a: str | None, b: str | None) -> bool:
-        """Whether two strategies are similar enough to count as the same (see the module doc)."""
-        return jaccard(self.strategy_words(a), self.strategy_words(b)) >= self.settings.similarity
-
-    def strategy_words(self, text: str | None) -> frozenset[str]:
-        """The words strategies are compared on, remembered: one record compares hundreds of pairs."""
-        found = self._strategies.get(text or "")
-        if found is None:
-            if len(self._strategies) >= 4096:
-                self._strategies.clear()
-            found = self._strategies[text or ""] = strategy_terms(self.deps.index.analyzer.terms, text or "")
-        return found
+        self.strategies = Strategies(deps.index, deps.settings)
 
     async def record(
         self,
@@ -183,34 +154,24 @@ class OutcomeService(Service):
 
     async def _infer_task_type(self, tx: Tx, project: str, task: str) -> str:
         """The task type of `task`, judged against this project's recent outcomes (services/task_types.py)."""
-        return infer_task_type(self.words, task, await OutcomeRepository(tx).recent(project, limit=200))
+        return infer_task_type(self.strategies.words, task, await OutcomeRepository(tx).recent(project, limit=200))
 
     # -- heuristics and anti-patterns -------------------------------------------------------------
 
-    def _tally(self, peers: Sequence[Outcome], strategy: str) -> _Tally:
-        """How the outcomes of the task type with a strategy similar to this one went."""
-        similar = [o for o in peers if o.strategy and self.same_strategy(strategy, o.strategy)]
-        return _Tally(len(similar), sum(1 for o in similar if o.success))
-
-    def _holds(self, tally: _Tally) -> bool:
-        """Whether a strategy's record makes it a heuristic."""
-        s = self.settings
-        return tally.outcomes >= s.heuristic_min_outcomes and tally.share > s.heuristic_min_success
-
     async def _heuristic(self, tx: Tx, outcome: Outcome, peers: Sequence[Outcome]) -> list[str]:
         """Draw, refresh, restore or retire the heuristic of this outcome's strategy."""
-        if not outcome.strategy or not self.words(outcome.strategy):
+        if not outcome.strategy or not self.strategies.words(outcome.strategy):
             return []
-        live = self._tally(peers, outcome.strategy)
-        existing = await self._heuristic_of(tx, outcome, outcome.strategy)
+        live = self.strategies.tally(peers, outcome.strategy)
+        existing = await self._heuristic_of(tx, outcome, outcome.strategy, peers)
         source = {"strategy": outcome.strategy, "outcomes": live.outcomes, "successes": live.successes}
         # Outcomes consolidation pruned still count: their tally lives on the heuristic.
-        tally = _Tally(
+        tally = Tally(
             live.outcomes + (source_count(existing.source, "pruned_outcomes") if existing else 0),
             live.successes + (source_count(existing.source, "pruned_successes") if existing else 0),
         )
         context = f"Worked in {tally.successes} of {tally.outcomes} attempts with a similar strategy."
-        if not self._holds(tally):
+        if not self.strategies.holds(tally):
             if existing is not None:
                 await self.lessons.retire(tx, existing, confidence=tally.share, source=source, context=context)
             return []
@@ -233,9 +194,14 @@ class OutcomeService(Service):
         """Soft-delete the anti-patterns whose strategy this outcome has just shown to mostly work."""
         if not outcome.strategy:
             return
+        records = self.strategies.records(peers)
         for lesson in await self._anti_patterns(tx, outcome):
             named = named_strategy(lesson)
-            if named and self.same_strategy(named, outcome.strategy) and self._holds(self._tally(peers, named)):
+            if (
+                named
+                and self.strategies.same(named, outcome.strategy, records)
+                and self.strategies.holds(self.strategies.tally(peers, named))
+            ):
                 await self.lessons.retire(tx, lesson)
 
     async def _anti_pattern(self, tx: Tx, outcome: Outcome, peers: Sequence[Outcome]) -> list[str]:
@@ -243,33 +209,45 @@ class OutcomeService(Service):
         if outcome.success or not outcome.error:
             # A success may give existing anti-patterns of its type a better alternative.
             return await self._offer_alternative(tx, outcome, peers)
-        if not self.words(outcome.error):
+        if not self.strategies.words(outcome.error):
             return []
-        alike = [o.id for o in peers if not o.success and o.error and self.similar(outcome.error, o.error)]
+        alike = [o.id for o in peers if not o.success and o.error and self.strategies.similar(outcome.error, o.error)]
         known = await anti_patterns_for(tx, outcome.project, outcome.task_type)
-        existing = same_problem(known, self.words, outcome.error, alike, self.settings.similarity)
+        existing = same_problem(known, self.strategies.words, outcome.error, alike, self.settings.similarity)
         ours = existing is not None and from_outcomes(existing)
         # Each failure counts toward one anti-pattern only, so the counts of a task type add up.
         claimed = {i for o in known if o is not existing for i in evidence_of(o, FAILED)}
         failed = (evidence_of(existing, FAILED) if existing is not None else set()) | (set(alike) - claimed)
         failures = len(failed)
-        named = named_strategy(existing) if existing is not None and ours else outcome.strategy
-        alternative = self._better(peers, [o for o in peers if o.id in failed], named)
+        failing = [o for o in peers if o.id in failed]
+        # It names a strategy only when every failure it counts tried that one; else it is about the error.
+        named = self.strategies.shared_by(
+            named_strategy(existing) if existing is not None and ours else outcome.strategy, failing
+        )
+        tried = (
+            [] if named else list(dict.fromkeys(shorten(o.strategy, 80) for o in reversed(failing) if o.strategy))[:5]
+        )
+        alternative = self.strategies.better(peers, failing, named)
         fix = fix_of(existing) if existing is not None else None
         source = {"error": outcome.error, "failures": failures, "alternative": alternative, FAILED: sorted(failed)}
-        context = why_bad(failures, outcome.error, alternative, fix)
+        source |= {"tried": tried} if tried else {}
+        context = why_bad(failures, outcome.error, alternative, fix, tried)
         confidence = min(0.95, 0.5 + 0.1 * (failures - 1))
         # A strategy whose record qualifies it as a heuristic is not one to avoid (see the module doc).
         holds = failures >= self.settings.anti_pattern_min_failures and not (
-            named and self._holds(self._tally(peers, named))
+            named and self.strategies.holds(self.strategies.tally(peers, named))
         )
         if existing is not None and not ours:
             if not holds:
                 return []  # reflect's finding stands on its own sightings until the failures add up
             # Outcomes take it over: it names the failing strategy and the task type from now on.
-            content = f"Avoid in {outcome.task_type} tasks: {outcome.strategy}" if outcome.strategy else None
+            content = f"Avoid in {outcome.task_type} tasks: {named}" if named else None
             existing = await rename(tx, existing, content or existing.content, outcome.task_type)
             source |= {"fix": fix} if fix else {}
+        elif existing is not None and named is None and named_strategy(existing) is not None:
+            # Failures of other strategies joined it: what they share is the error, not that strategy.
+            pattern = FROM_ERROR + shorten(outcome.error, 160)
+            existing = await rename(tx, existing, f"Avoid in {outcome.task_type} tasks: {pattern}", outcome.task_type)
         if existing is not None:
             if holds:
                 await self._update_derived(tx, existing, confidence=confidence, source=source, context=context)
@@ -278,7 +256,7 @@ class OutcomeService(Service):
             return []
         if not holds:
             return []
-        pattern = outcome.strategy or FROM_ERROR + shorten(outcome.error, 160)
+        pattern = named or FROM_ERROR + shorten(outcome.error, 160)
         lesson, *_ = await self.lessons.learn(
             tx,
             outcome.project,
@@ -291,17 +269,6 @@ class OutcomeService(Service):
         )
         return [lesson.id]
 
-    def _better(self, peers: Sequence[Outcome], failures: Sequence[Outcome], named: str | None) -> str | None:
-        """The best successful strategy of the task type unlike every strategy that failed this way."""
-        failed = [o.strategy for o in failures if o.strategy] + ([named] if named else [])
-        candidates = [
-            o
-            for o in peers
-            if o.success and self.words(o.strategy) and not any(self.same_strategy(o.strategy, f) for f in failed)
-        ]
-        best = max(candidates, key=lambda o: (o.score or 0.0, o.created_at), default=None)
-        return best.strategy if best is not None else None
-
     async def _offer_alternative(self, tx: Tx, outcome: Outcome, peers: Sequence[Outcome]) -> list[str]:
         """Point the active anti-patterns of the task type at the best alternative now on record."""
         if not outcome.success or not outcome.strategy:
@@ -312,11 +279,17 @@ class OutcomeService(Service):
                 continue  # reflect's: no failing strategy to offer an alternative to
             error, ids = str(lesson.source.get("error", "")), evidence_of(lesson, FAILED)
             # One drawn before anti-patterns kept their evidence is known by its error alone.
-            failures = [o for o in peers if o.id in ids or (not ids and not o.success and self.similar(error, o.error))]
-            alternative = self._better(peers, failures, named_strategy(lesson))
+            failures = [
+                o
+                for o in peers
+                if o.id in ids or (not ids and not o.success and self.strategies.similar(error, o.error))
+            ]
+            alternative = self.strategies.better(peers, failures, named_strategy(lesson))
             if alternative != lesson.source.get("alternative"):
                 source = lesson.source | {"alternative": alternative}
-                context = why_bad(source_count(lesson.source, "failures"), error, alternative, fix_of(lesson))
+                context = why_bad(
+                    source_count(lesson.source, "failures"), error, alternative, fix_of(lesson), tried_of(lesson)
+                )
                 await self.lessons.store(
                     tx,
                     lesson.model_copy(update={"source": source, "context": context, "updated_at": self.now_iso()}),
@@ -364,16 +337,19 @@ class OutcomeService(Service):
         for rule in ranked[self.settings.max_rules_per_task_type :]:
             await self.lessons.store(tx, rule.model_copy(update={"deleted_at": self.now_iso()}), "soft_delete")
 
-    async def _heuristic_of(self, tx: Tx, outcome: Outcome, strategy: str) -> Lesson | None:
-        """The heuristic of the task type whose strategy is the most like this one, if like enough
-        (soft-deleted too: evidence that holds again restores a lesson rather than repeating it)."""
+    async def _heuristic_of(self, tx: Tx, outcome: Outcome, strategy: str, peers: Sequence[Outcome]) -> Lesson | None:
+        """The heuristic of the task type whose strategy is the most like this one, if the same
+        strategy (soft-deleted too: evidence that holds again restores a lesson rather than repeating it)."""
         found = await LessonRepository(tx).find(
             [outcome.project], kinds=["heuristic"], task_type=outcome.task_type, include_deleted=True
         )
-        mine = self.strategy_words(strategy)
-        alike = [(jaccard(mine, self.strategy_words(str(h.source.get("strategy", "")))), h) for h in reversed(found)]
-        overlap, best = max(alike, key=lambda pair: pair[0], default=(0.0, None))
-        return best if overlap >= self.settings.similarity else None
+        mine, records = self.strategies.strategy_words(strategy), self.strategies.records(peers)
+        alike = [
+            (jaccard(mine, self.strategies.strategy_words(theirs)), h)
+            for h in reversed(found)
+            if self.strategies.same(strategy, theirs := str(h.source.get("strategy", "")), records)
+        ]
+        return max(alike, key=lambda pair: pair[0], default=(0.0, None))[1]
 
     async def _update_derived(
         self, tx: Tx, lesson: Lesson, *, confidence: float, source: dict[str, object], context: str | None = None

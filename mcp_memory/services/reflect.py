@@ -47,6 +47,7 @@ from mcp_memory.services.lesson_identity import (
     from_outcomes,
     same_problem,
     seen_context,
+    tried_of,
     why_bad,
 )
 from mcp_memory.services.lessons import LessonService, reinforced
@@ -298,6 +299,7 @@ class ReflectService(Service):
                     error_of(existing),
                     alternative if isinstance(alternative, str) else None,
                     fix,
+                    tried_of(existing),
                 ),
                 "updated_at": now,
             }
