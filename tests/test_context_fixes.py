@@ -50,7 +50,7 @@ async def fill_billing(client: Client) -> dict[str, str]:
     project = {"project": "billing"}
     slot = await call(client, "memory_slot_append", name="persona", text="billing agent " * 24, **project)
     lesson = await call(client, "memory_lesson_save", content="Always verify webhook signatures first.", **project)
-    memory = await call(client, "memory_save", content="Billing uses Stripe webhooks.", kind="preference", **project)
+    memory = await call(client, "memory_save", content="Billing uses Stripe webhooks.", **project)
     await call(client, "memory_save", content="The default project's own memory.")
     return {"slot": slot["slot"]["id"], "lesson": lesson["lesson"]["id"], "memory": memory["id"]}
 
@@ -111,10 +111,7 @@ async def test_left_out_items_of_another_project_are_fetched_by_the_one_hint(cli
     assert [m["id"] for m in fetched["memories"]] == [ids["memory"]]
     assert [lesson["id"] for lesson in fetched["lessons"]] == [ids["lesson"]]
     fetched_profile = await call(client, profile, **profile_args)
-    assert (fetched_profile["project"], fetched_profile["preferences"]) == (
-        "billing",
-        ["Billing uses Stripe webhooks."],
-    )
+    assert (fetched_profile["project"], fetched_profile["memories"], fetched_profile["lessons"]) == ("billing", 1, 1)
 
 
 async def test_the_default_project_is_not_named_and_omitted_titles_are_short(client: Client) -> None:
@@ -138,14 +135,28 @@ async def test_a_long_left_out_list_is_cut_to_the_most_wanted_and_counted(client
         slots.append(made["slot"]["id"])
 
     compiled = await call(client, "memory_context", budget=100)
+    roomy = await call(client, "memory_context", budget=2000)
 
     calls = hinted_calls(compiled["fetch"])
     listed = [o["id"] for o in compiled["omitted"]]
-    assert len(listed) == 20
-    assert compiled["omitted_unlisted"] == 82
+    assert len(listed) == 5  # a small budget lists few: the list costs tokens too
+    assert compiled["omitted_unlisted"] == 97
+    assert (len(roomy["omitted"]), roomy["omitted"][0]["section"]) == (20, "pinned_slots")  # never more than 20
     assert [s["omitted"] for s in compiled["sections"] if s["name"] == "pinned_slots"] == [102]
     assert set(listed) <= set(slots)
     assert [(tool, args["ids"]) for tool, args in calls] == [("memory_smart_search", listed)]
+
+
+async def test_a_preference_the_profile_shows_is_not_listed_again_among_the_memories(client: Client) -> None:
+    preference = await call(client, "memory_save", content="Prefers small commits.", kind="preference")
+    fact = await call(client, "memory_save", content="The API listens on port 8080.")
+
+    text = (await call(client, "memory_context"))["text"]
+
+    assert text.count("Prefers small commits.") == 1
+    assert "Preference: Prefers small commits." in text
+    assert preference["id"] not in text
+    assert f"- [fact] The API listens on port 8080. ({fact['id']})" in text
 
 
 # -- 3. the core profile names only tools it exposes ----------------------------------------------------

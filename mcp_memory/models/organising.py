@@ -169,7 +169,9 @@ class ContextResult(BaseModel):
     tokens: int = Field(description="Estimated tokens of text: ceil(characters / 4).")
     budget: int
     sections: list[ContextSection]
-    omitted: list[OmittedItem] = Field(description="What was left out, most wanted first (at most 20).")
+    omitted: list[OmittedItem] = Field(
+        description="What was left out, most wanted first: at most 20, and past 5 one per 50 tokens of budget."
+    )
     omitted_unlisted: int = Field(0, description="How many more were left out than listed (sections count all).")
     fetch: str | None = Field(
         description="The call(s) that return everything in omitted, in full; null when there is nothing to fetch."

@@ -27,7 +27,7 @@ from mcp_memory.repositories.sessions import SessionRepository
 from mcp_memory.search.index import SearchFilter
 from mcp_memory.services.common import GLOBAL_PROJECT, Deps, Service
 from mcp_memory.services.compress import counted, shorten
-from mcp_memory.services.insights import InsightsService
+from mcp_memory.services.insights import PREFERENCE_CHARS, InsightsService
 from mcp_memory.services.lessons import LessonService
 from mcp_memory.services.slots import SlotService
 from mcp_memory.services.summaries import SUMMARY_HEADER
@@ -37,6 +37,12 @@ FETCH_IDS_PER_CALL = 100  # memory_smart_search takes at most this many ids
 OMITTED_TITLE_CHARS = 60
 OMITTED_LISTED = 20
 """At most this many left-out items are listed: a small budget must not buy a long list instead."""
+OMITTED_PER_TOKENS = 50
+"""And, past the first `OMITTED_MIN`, one per this many tokens of budget: the list (and its fetch
+hint) costs tokens too."""
+OMITTED_MIN = 5
+_PREFERENCES = 5
+"""Preferences the profile section shows (the memories section then leaves them out)."""
 _POOL = 5
 """Each section reads this many times its share: the further items fill budget the others leave."""
 
@@ -91,13 +97,14 @@ class ContextService(Service):
         """
         budget = budget or self.settings.context_budget
         focus = self._focus(query, task_type)
+        profile = await self.insights.profile(project, top=8)
         sections = [
             await self._pinned(project),
-            self._profile(await self.insights.profile(project, top=8)),
+            self._profile(profile),
             await self._lessons(project, focus, task_type),
             await self._mistakes(project, task_type),
             await self._sessions(project),
-            await self._memories(project, focus),
+            await self._memories(project, focus, set(profile.preferences[:_PREFERENCES])),
         ]
         text = f"# Memory for project {project}\n"
         taken = _fill(sections, len(text), budget * CHARS_PER_TOKEN)
@@ -121,7 +128,7 @@ class ContextService(Service):
         left.sort(key=lambda entry: entry[:2])  # stable: each section's items keep their order
         omitted = [
             OmittedItem(section=section.name, id=item.id, title=shorten(item.title, OMITTED_TITLE_CHARS))
-            for _, _, section, item in left[:OMITTED_LISTED]
+            for _, _, section, item in left[: min(OMITTED_LISTED, max(OMITTED_MIN, budget // OMITTED_PER_TOKENS))]
         ]
         return ContextResult(
             project=project,
@@ -186,7 +193,7 @@ class ContextService(Service):
             lines.append(
                 f"{stats.task_type}: {stats.successes}/{stats.outcomes} succeeded, mean score {stats.mean_score:.2f}"
             )
-        lines += [f"Preference: {shorten(p, 160)}" for p in profile.preferences[:5]]
+        lines += [f"Preference: {shorten(p, 160)}" for p in profile.preferences[:_PREFERENCES]]
         section.items.append(_Item("\n".join(lines), None, "project profile"))
         return section
 
@@ -247,7 +254,7 @@ class ContextService(Service):
             section.items.append(_Item(line, s.id, title))
         return section
 
-    async def _memories(self, project: str, focus: str | None) -> _Section:
+    async def _memories(self, project: str, focus: str | None, in_profile: set[str]) -> _Section:
         section = _Section("memories", "\n## Memories\n", share=10)
         vector = await self.query_vector(focus) if focus else None
         limit = 10 * _POOL
@@ -260,6 +267,8 @@ class ContextService(Service):
                 )
                 memories = _unique(await repo.get_many([h.doc_id for h in hits], project) + memories)[:limit]
         for m in memories:
+            if m.kind == "preference" and shorten(m.content, PREFERENCE_CHARS) in in_profile:
+                continue  # the profile shows it already
             line = f"- [{m.kind}] {shorten(m.content, 300)} ({m.id})"
             section.items.append(_Item(line, m.id, m.title or shorten(m.content, 80)))
         return section

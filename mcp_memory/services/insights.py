@@ -23,6 +23,8 @@ from mcp_memory.services.lessons import LessonService
 
 HISTORY = 10
 """Outcomes shown per task type in a score history."""
+PREFERENCE_CHARS = 240
+"""A preference in the profile is cut to this many characters."""
 
 
 class InsightsService(Service):
@@ -108,7 +110,7 @@ class InsightsService(Service):
                 lessons=active_lessons,
                 top_concepts=[CountedName(name=n, count=c) for n, c in concepts],
                 top_files=[CountedName(name=n, count=c) for n, c in files],
-                preferences=[shorten(m.content, 240) for m in preferences],
+                preferences=[shorten(m.content, PREFERENCE_CHARS) for m in preferences],
                 task_types=await self.task_types(conn, project),
                 reflected_at=reflection.get("reflected_at"),
                 insights=reflection.get("insights", []),
