@@ -182,6 +182,7 @@ async def test_export_then_import_into_a_fresh_database_round_trips(
     assert imported["inserted"] == {"sessions": 2, "observations": 3, "memories": 3}
     assert sum(imported["updated"].values()) == 0
     assert imported["reindexed"] == 8
+    assert imported["projects"] == ["test"]  # where the records went: the project they were exported from
 
 
 async def test_importing_the_same_document_twice_changes_nothing_the_second_time(
@@ -200,6 +201,7 @@ async def test_importing_the_same_document_twice_changes_nothing_the_second_time
     assert sum(again["updated"].values()) == 0
     assert again["unchanged"] == {"sessions": 2, "observations": 3, "memories": 3}
     assert again["reindexed"] == 0
+    assert again["projects"] == []
     assert twice == once
 
 

@@ -333,6 +333,11 @@ class ImportResult(BaseModel):
         "outcomes consolidation pruned and mistake cards trimmed past their bound. restore_forgotten brings them back.",
     )
     restored: int = Field(0, description="Forgotten records brought back by restore_forgotten.")
+    projects: list[str] = Field(
+        default_factory=list,
+        description="Projects the import added or changed records of (each record keeps the project it was "
+        'exported from; "*" is global).',
+    )
     folded: int = Field(
         0,
         description="Observation rows not kept because a copy had folded them into their session's digest "

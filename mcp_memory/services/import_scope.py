@@ -304,6 +304,8 @@ class ImportTally:
     forgotten: int = 0
     restored: int = 0
     refolded: int = 0
+    projects: set[str] = field(default_factory=set)
+    """Projects the import wrote records of."""
 
     def seen(self, table: str) -> int:
         """Rows of `table` stored so far (the position of its next row in the document)."""

@@ -173,6 +173,7 @@ class OperationsService(Service):
             forgotten=tally.forgotten,
             restored=tally.restored,
             folded=tally.refolded,
+            projects=sorted(tally.projects),
             redacted=scrub.summary(),
         )
 
@@ -232,6 +233,8 @@ class OperationsService(Service):
                     tally.sessions.add(record.session_id)
             if outcome.inserted or outcome.updated:
                 touched.append(record)
+                if isinstance(project := getattr(record, "project", None), str):
+                    tally.projects.add(project)
                 if isinstance(record, Session | Observation):
                     tally.sessions.add(record.id if isinstance(record, Session) else record.session_id)
                 if isinstance(record, Session):
