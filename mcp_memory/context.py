@@ -131,7 +131,7 @@ async def open_app(
         insights = InsightsService(deps, lessons)
         slots = SlotService(deps)
         summaries = SummaryService(deps)
-        forget = ForgetService(deps)
+        forget = ForgetService(deps, lessons)
 
         app = AppContext(
             deps=deps,

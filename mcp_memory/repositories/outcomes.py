@@ -7,7 +7,7 @@ from collections.abc import Set as AbstractSet
 
 from mcp_memory.db import Row
 from mcp_memory.models.records import MistakeCard, Outcome
-from mcp_memory.repositories.base import Repository, chunked, dump_json, placeholders, row_dict
+from mcp_memory.repositories.base import ID_CHUNK, Repository, chunked, dump_json, placeholders, row_dict
 
 _OUTCOME_COLUMNS = (
     "id, project, agent_id, session_id, task, task_type, task_type_inferred, success, score, steps, strategy, "
@@ -146,6 +146,19 @@ class OutcomeRepository(Repository):
 
     async def count(self, project: str) -> int:
         return int(await self.conn.fetchval("SELECT count(*) FROM outcomes WHERE project = ?", (project,)))
+
+    async def on_record(self, ids: Sequence[str]) -> set[str]:
+        """Those of `ids` still stored, or pruned (their scores kept): not forgotten."""
+        found: set[str] = set()
+        for chunk in chunked(ids, ID_CHUNK // 2):  # each id is bound twice
+            marks = placeholders(len(chunk))
+            rows = await self.conn.fetchall(
+                f"SELECT id FROM outcomes WHERE id IN ({marks}) "
+                f"UNION SELECT id FROM pruned_outcomes WHERE id IN ({marks})",
+                (*chunk, *chunk),
+            )
+            found.update(str(r[0]) for r in rows)
+        return found
 
     async def said_elsewhere(self, project: str, column: str, text: str, besides: AbstractSet[str]) -> bool:
         """Whether an outcome of the project other than those `besides` has `text` as its strategy or error."""

@@ -13,10 +13,10 @@ from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from mcp_memory.db import Conn, Tx
+from mcp_memory.db import Conn
 from mcp_memory.errors import InvalidInputError, NotFoundError
 from mcp_memory.ids import kind_of
-from mcp_memory.models.records import Observation, Session
+from mcp_memory.models.records import Session
 from mcp_memory.models.results import ForgetResult
 from mcp_memory.repositories.folded import FoldedRepository
 from mcp_memory.repositories.forgotten import ForgottenRepository
@@ -24,14 +24,17 @@ from mcp_memory.repositories.lessons import LessonRepository
 from mcp_memory.repositories.memories import MemoryRepository
 from mcp_memory.repositories.meta import MetaRepository
 from mcp_memory.repositories.observations import ObservationRepository
+from mcp_memory.repositories.outcomes import OutcomeRepository
 from mcp_memory.repositories.relations import RecordNames, RelationRepository
 from mcp_memory.repositories.sessions import SessionRepository
-from mcp_memory.services.common import GLOBAL_PROJECT, Service, time_window
-from mcp_memory.services.compress import shorten
-from mcp_memory.services.episodic_docs import digest_line_minute, observation_doc, session_doc_of
+from mcp_memory.services.common import GLOBAL_PROJECT, Deps, Service, time_window
+from mcp_memory.services.episodic_docs import digest_line_minute
 from mcp_memory.services.forget_derived import clear_reflection, derived_from
+from mcp_memory.services.forget_sessions import thin_sessions
 from mcp_memory.services.index_build import FORGET_ACTION
+from mcp_memory.services.lessons import LessonService
 from mcp_memory.services.memories import memory_doc
+from mcp_memory.services.recount import Recount
 
 FILTERABLE = ("observation", "memory", "session", "lesson")
 """Kinds memory_forget can select by filter; every kind can be deleted by id."""
@@ -86,6 +89,10 @@ class _Plan:
 
 class ForgetService(Service):
     """Deletes records for good (the audit log keeps only their ids)."""
+
+    def __init__(self, deps: Deps, lessons: LessonService) -> None:
+        super().__init__(deps)
+        self.recount = Recount(deps, lessons)
 
     async def forget(
         self,
@@ -149,7 +156,7 @@ class ForgetService(Service):
             for session in plan.sessions:
                 await sessions.delete(session)  # cascades to the session's observations
             await observations.delete(plan.observations)
-            await self._thin_sessions(tx, project, thinned, plan.digest_lines)
+            await thin_sessions(tx, self.deps.indexer, project, thinned, plan.digest_lines, self.now_iso())
             # No copy may store a folded observation's row again once its line is cut.
             await noted.note("observation", project, plan.folded, self.now_iso())
             await FoldedRepository(tx).delete(plan.folded)
@@ -162,8 +169,10 @@ class ForgetService(Service):
             if plan.reflection:
                 await clear_reflection(tx, project, self.now_iso())
             records = RecordNames(tx)
+            gone = await OutcomeRepository(tx).get_many(plan.others.get("outcome", []), project) if derived else []
             for other_kind, other_ids in plan.others.items():
                 await records.delete(other_kind, other_ids)
+            await self.recount.after_forget(tx, gone)  # what counted them and stays, without them
             doomed = plan.doomed()  # with the relations touching them, deleted above as records of their own
             await self.deps.indexer.drop(tx, doomed)
             await self.deps.indexer.put_many(tx, [memory_doc(m) for m in await memories.get_many(orphans, project)])
@@ -198,64 +207,6 @@ class ForgetService(Service):
                 )
                 gone += result.total
         return gone
-
-    async def _thin_sessions(
-        self, tx: Tx, project: str, forgotten: Sequence[Observation], digest_lines: dict[str, list[int]]
-    ) -> None:
-        """Make the sessions of `forgotten` (deleted) observations, and of the folded ones whose
-        `digest_lines` go, as if those had never been recorded: counted and numbered without them,
-        titled after what remains, and no summary that may quote them."""
-        by_session: dict[str, list[Observation]] = defaultdict(list)
-        for obs in forgotten:
-            by_session[obs.session_id].append(obs)
-        sessions, observations = SessionRepository(tx), ObservationRepository(tx)
-        now = self.now_iso()
-        renumbered: list[str] = []
-        for session_id in sorted({*by_session, *digest_lines}):
-            session = await sessions.get(session_id, project)
-            gone = by_session.get(session_id, [])
-            lines = (session.folded_digest or "").split("\n")
-            cut = set(digest_lines.get(session_id, ()))
-            folded_gone = [digest_line_minute(lines[i], session.started_at) for i in sorted(cut)]
-            kept = [line for i, line in enumerate(lines) if i not in cut]
-            remaining = await observations.in_session(session_id)
-            title = session.title
-            # A title is an observation's title (whole, or cut to 80 characters by crystallize).
-            if title is not None and (
-                title in {t for o in gone for t in (o.title, shorten(o.title, 80))}
-                or any(_quotes(lines[i], title) for i in cut)
-            ):
-                title = remaining[0].title if remaining else None
-            # A summary written once a forgotten observation was recorded may quote it (a folded line
-            # without a time may be anyone's), and one of a session with nothing left says nothing; the
-            # session then needs a summary again, and crystallize / consolidate write it from what remains.
-            written = session.summarized_at or ""
-            left = remaining or any(line.startswith("- ") for line in kept)
-            quoted = session.summary is not None and (
-                not left or any(o.created_at <= written for o in gone) or any((m or "") <= written for m in folded_gone)
-            )
-            positions = [o.seq for o in gone]
-            if cut:
-                taken = {o.seq for o in (*remaining, *gone)}
-                free = [seq for seq in range(1, session.observation_count + 1) if seq not in taken]
-                positions += _folded_positions(free, [*remaining, *gone], folded_gone)
-                digest = "\n".join(kept) if any(line.startswith("- ") for line in kept) else ""
-                # Un-fold first: the observation count never drops below the folded count.
-                await sessions.add_folded(session_id, digest, -min(len(cut), session.folded_count), now)
-            renumbered += await observations.close_gaps(session_id, positions)
-            await sessions.remove_observations(session_id, len(gone) + len(cut), title, quoted, now)
-            tx.changed("session", session_id, "update")
-            spec = await session_doc_of(tx, await sessions.get(session_id, project))
-            if spec is None:
-                await self.deps.indexer.drop(tx, [session_id])
-            else:
-                await self.deps.indexer.put(tx, spec)
-        # Index entries carry each observation's position in its session (neighbours are found by it).
-        await self.deps.indexer.put_many(
-            tx, [observation_doc(o) for o in await observations.get_many(renumbered, project)]
-        )
-        for obs_id in renumbered:
-            tx.changed("observation", obs_id, "update")
 
     async def _plan(
         self,
@@ -379,23 +330,3 @@ def _made_between(line: str, session: Session, since: str | None, until: str | N
         return (since or "") <= session.started_at and session.last_activity_at <= (until or "9999")
     # A line keeps only the minute: it goes when any of that minute lies in the window.
     return (since is None or f"{minute}:59.999999Z" >= since) and (until is None or f"{minute}:00" <= until)
-
-
-def _quotes(line: str, title: str) -> bool:
-    """Whether a digest line is of the observation a session title was taken from (either may be cut short)."""
-    text, head = line.split("] ", 1)[-1].rstrip("…"), title.rstrip("…")
-    return bool(head) and (text.startswith(head) or head.startswith(text))
-
-
-def _folded_positions(free: list[int], known: Sequence[Observation], minutes: Sequence[str | None]) -> list[int]:
-    """Positions in their session of folded observations made at `minutes`, among the `free` ones
-    (their lines keep no position): each takes the first after every `known` observation made before it."""
-    free, taken = list(free), []
-    for minute in minutes:
-        if not free:
-            break
-        before = max((o.seq for o in known if minute and (o.occurred_at or o.created_at)[:16] < minute), default=0)
-        position = next((p for p in free if p > before), free[-1])
-        free.remove(position)
-        taken.append(position)
-    return taken

@@ -62,6 +62,18 @@ SUCCESS_SCORE = 0.5
 """A score at or above this counts as success when only a score is given."""
 FAILED = "failed_outcomes"
 """Where an anti-pattern keeps the ids of the failures it counts."""
+TRIED_CHARS = 80
+"""How much of each strategy its failures tried an anti-pattern about an error quotes."""
+
+
+def anti_pattern_confidence(failures: int) -> float:
+    """How sure an anti-pattern is, from how many failures it counts."""
+    return min(0.95, 0.5 + 0.1 * (failures - 1))
+
+
+def worked(tally: Tally) -> str:
+    """A heuristic's context: how its strategy has gone."""
+    return f"Worked in {tally.successes} of {tally.outcomes} attempts with a similar strategy."
 
 
 def source_count(source: dict[str, object], key: str) -> int:
@@ -170,7 +182,7 @@ class OutcomeService(Service):
             live.outcomes + (source_count(existing.source, "pruned_outcomes") if existing else 0),
             live.successes + (source_count(existing.source, "pruned_successes") if existing else 0),
         )
-        context = f"Worked in {tally.successes} of {tally.outcomes} attempts with a similar strategy."
+        context = worked(tally)
         if not self.strategies.holds(tally):
             if existing is not None:
                 await self.lessons.retire(tx, existing, confidence=tally.share, source=source, context=context)
@@ -217,7 +229,10 @@ class OutcomeService(Service):
         ours = existing is not None and from_outcomes(existing)
         # Each failure counts toward one anti-pattern only, so the counts of a task type add up.
         claimed = {i for o in known if o is not existing for i in evidence_of(o, FAILED)}
-        failed = (evidence_of(existing, FAILED) if existing is not None else set()) | (set(alike) - claimed)
+        counted = evidence_of(existing, FAILED) if existing is not None else set()
+        # A failure forgotten since (on another copy, say) no longer counts.
+        counted = await OutcomeRepository(tx).on_record(sorted(counted)) if counted else counted
+        failed = counted | (set(alike) - claimed)
         failures = len(failed)
         failing = [o for o in peers if o.id in failed]
         # It names a strategy only when every failure it counts tried that one; else it is about the error.
@@ -225,14 +240,16 @@ class OutcomeService(Service):
             named_strategy(existing) if existing is not None and ours else outcome.strategy, failing
         )
         tried = (
-            [] if named else list(dict.fromkeys(shorten(o.strategy, 80) for o in reversed(failing) if o.strategy))[:5]
+            []
+            if named
+            else list(dict.fromkeys(shorten(o.strategy, TRIED_CHARS) for o in reversed(failing) if o.strategy))[:5]
         )
         alternative = self.strategies.better(peers, failing, named)
         fix = fix_of(existing) if existing is not None else None
         source = {"error": outcome.error, "failures": failures, "alternative": alternative, FAILED: sorted(failed)}
         source |= {"tried": tried} if tried else {}
         context = why_bad(failures, outcome.error, alternative, fix, tried)
-        confidence = min(0.95, 0.5 + 0.1 * (failures - 1))
+        confidence = anti_pattern_confidence(failures)
         # A strategy whose record qualifies it as a heuristic is not one to avoid (see the module doc).
         holds = failures >= self.settings.anti_pattern_min_failures and not (
             named and self.strategies.holds(self.strategies.tally(peers, named))
