@@ -137,13 +137,37 @@ async def test_a_given_initial_confidence_is_used_for_a_new_lesson_only(client: 
     assert again["lesson"]["confidence"] == approx(reinforce(0.8))
 
 
-async def test_reinforcing_merges_tags_and_keeps_the_context_unless_a_new_one_is_given(client: Client) -> None:
+async def test_reinforcing_merges_tags_and_adds_a_new_context_to_the_old(client: Client) -> None:
     await save(client, "Use transactions for multi-row writes.", context="From the import bug.", tags=["sql"])
     again = await save(client, "Use transactions for multi-row writes.", tags=["Import"])
     assert again["lesson"]["tags"] == ["import", "sql"]
     assert again["lesson"]["context"] == "From the import bug."
     third = await save(client, "Use transactions for multi-row writes.", context="Seen again in export.")
-    assert third["lesson"]["context"] == "Seen again in export."
+    assert third["lesson"]["context"] == "From the import bug.\nSeen again in export."
+    # an account already given is not repeated
+    fourth = await save(client, "Use transactions for multi-row writes.", context="seen again in  export.")
+    assert fourth["lesson"]["context"] == third["lesson"]["context"]
+
+
+async def test_a_lesson_stays_findable_by_how_it_was_first_learned(client: Client) -> None:
+    lesson = "Start the compose db service before running alembic or pytest."
+    await save(client, lesson, context="psycopg Connection refused on port 5432 wasted ten minutes")
+    await save(client, lesson, context="It happened again after a reboot")
+    found = await call(client, "memory_lesson_recall", query="psycopg connection refused 5432")
+    assert [hit["content"] for hit in found["lessons"]] == [lesson]
+
+
+async def test_a_long_history_keeps_the_first_and_newest_accounts(client: Client) -> None:
+    lesson = "Pin the toolchain in CI."
+    first = "First learned when the nightly build broke. " + "x" * 900
+    await save(client, lesson, context=first)
+    for n in range(1, 8):
+        saved = await save(client, lesson, context=f"Account {n}: " + "y" * 900)
+    context = saved["lesson"]["context"]
+    assert len(context) <= 4_000
+    assert context.startswith("First learned when the nightly build broke.")
+    assert context.endswith("Account 7: " + "y" * 900)
+    assert "Account 1:" not in context
 
 
 async def test_the_same_text_in_another_project_or_globally_is_a_separate_lesson(client: Client) -> None:

@@ -30,11 +30,29 @@ REINFORCE_STEP = 0.1
 WEAK_MATCH = 1e-3
 """Relevance of a weak match (BM25 score not positive, as in a tiny corpus) holding every query term;
 one holding fewer of them gets its share."""
+CONTEXT_CHARS = 4_000
+"""The longest context a lesson keeps (what memory_lesson_save accepts at once)."""
 
 
 def reinforced(confidence: float) -> float:
     """Confidence after one reinforcement."""
     return confidence + REINFORCE_STEP * (1.0 - confidence)
+
+
+def merged_context(old: str | None, new: str | None, limit: int = CONTEXT_CHARS) -> str | None:
+    """A saved lesson's context once it is saved again: how it was first learned, then each new
+    account (one already said is not repeated); past `limit` the middle accounts give way."""
+    if not new or not old:
+        return new or old
+    said = [part for part in old.split("\n") if part.strip()]
+    if " ".join(new.split()).casefold() in " ".join(old.split()).casefold():
+        return old
+    if " ".join(old.split()).casefold() in " ".join(new.split()).casefold():
+        return new
+    parts = [*said, new]
+    while len("\n".join(parts)) > limit and len(parts) > 2:
+        del parts[1]
+    return "\n".join(parts)[:limit]
 
 
 def lesson_doc(lesson: Lesson) -> DocSpec:
@@ -196,7 +214,10 @@ class LessonService(Service):
                 "last_reinforced_at": now,
                 "decayed_at": None,
                 "deleted_at": None,
-                "context": context or existing.context,
+                # Derived lessons restate their evidence; a saved one adds each new account to the old.
+                "context": merged_context(existing.context, context)
+                if kind == "lesson"
+                else context or existing.context,
                 "tags": sorted(set(existing.tags) | {t.strip().casefold() for t in tags if t.strip()}),
                 "source": existing.source | dict(source or {}),
                 "updated_at": now,
