@@ -84,3 +84,29 @@ async def test_a_strategy_and_its_negation_are_never_one_heuristic(client: Clien
     assert succeeded["derived"]["heuristics"] == [heuristic["id"]]
     assert (heuristic["content"], heuristic["confidence"]) == (f"For migration tasks: {fix}", 1.0)
     assert heuristic["source"] == {"strategy": fix, "outcomes": 3, "successes": 3}
+
+
+async def test_the_fix_reflect_saw_stays_beside_a_better_alternative(client: Client, clock: FakeClock) -> None:
+    fix = "Started the database with docker compose up -d db; migrate now succeeds"
+    session = None
+    for _ in range(2):
+        seen = await call(
+            client, "memory_observe", type="error", content=f"migrate failed: {ERROR}", session_id=session
+        )
+        session = seen["session_id"]
+        await call(client, "memory_observe", type="fix", content=fix, session_id=session)
+        clock.advance(minutes=5)
+    [found] = (await call(client, "memory_reflect"))["anti_patterns"]
+    assert found["context"].endswith(f"Fixed by: {fix}")
+
+    await record(client, clock, success=True, strategy="squash the orders migrations into one")
+    for strategy in ("run migrate twice", FAILING):
+        await record(client, clock, success=False, strategy=strategy, error=ERROR)
+
+    [anti] = await active(client, "anti_pattern")
+    assert anti["id"] == found["id"]
+    # the lesson's text already quotes the error: its context does not say it again
+    assert anti["context"] == (
+        "Failed 2 times. Tried: run migrate twice; run migrate without resetting the test database. "
+        f"Better: squash the orders migrations into one. Fixed by: {fix}"
+    )

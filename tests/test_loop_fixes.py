@@ -161,8 +161,8 @@ async def test_reflecting_again_on_the_same_evidence_leaves_the_profile_as_it_wa
 
     insights = [
         "2 observations and 0 outcomes reviewed.",
-        "2 errors recorded; 1 recurring ones became anti-patterns.",
-        "1 pairs of memories look contradictory; check them with memory_related.",
+        "2 errors recorded; 1 recurring one became an anti-pattern.",
+        "1 pair of memories looks contradictory; check them with memory_related.",
     ]
     assert (len(first["anti_patterns"]), len(first["contradictions"])) == (1, 1)
     assert (again["anti_patterns"], again["contradictions"]) == ([], [])  # nothing new was learned

@@ -20,10 +20,9 @@ async def flagged(client: Client) -> list[tuple[str, str]]:
     """The pairs memory_reflect flags, checked against its count of pairs that look contradictory."""
     result = await call(client, "memory_reflect")
     found = [(c["source_id"], c["target_id"]) for c in result["contradictions"]]
-    counted = [i for i in result["insights"] if "look contradictory" in i]
-    assert counted == (
-        [f"{len(found)} pairs of memories look contradictory; check them with memory_related."] if found else []
-    )
+    counted = [i for i in result["insights"] if "contradictory" in i]
+    pairs = "1 pair of memories looks" if len(found) == 1 else f"{len(found)} pairs of memories look"
+    assert counted == ([f"{pairs} contradictory; check them with memory_related."] if found else [])
     return found
 
 

@@ -495,9 +495,9 @@ async def test_reflect_learns_anti_patterns_heuristics_and_contradictions(client
     assert result["insights"] == [
         "4 observations and 4 outcomes reviewed.",
         "3 of 4 outcomes succeeded.",
-        "2 errors recorded; 1 recurring ones became anti-patterns.",
-        "1 recurring successful step sequences became heuristics.",
-        "1 pairs of memories look contradictory; check them with memory_related.",
+        "2 errors recorded; 1 recurring one became an anti-pattern.",
+        "1 recurring successful step sequence became a heuristic.",
+        "1 pair of memories looks contradictory; check them with memory_related.",
         "Most discussed: pystemmer, release, ci.",
     ]
 
@@ -540,7 +540,7 @@ async def test_reflect_on_one_session_sees_only_that_session(client: Client, clo
     assert (result["anti_patterns"], result["heuristics"], result["contradictions"]) == ([], [], [])
     assert result["insights"] == [
         "3 observations and 0 outcomes reviewed.",
-        "1 errors recorded; 0 recurring ones became anti-patterns.",
+        "1 error recorded; 0 recurring ones became anti-patterns.",
         "Most discussed: pystemmer, release.",
     ]
 

@@ -188,17 +188,27 @@ def seen_context(seen: int, fix: str | None) -> str:
 
 
 def why_bad(
-    failures: int, error: str, alternative: str | None, fix: str | None = None, tried: Sequence[str] = ()
+    failures: int,
+    error: str,
+    alternative: str | None,
+    fix: str | None = None,
+    tried: Sequence[str] = (),
+    content: str = "",
 ) -> str:
     """Why an anti-pattern's strategy is bad, as failed outcomes put it (with the strategies `tried`
-    when they differ), and what to do instead: a better strategy from successful ones, else the fix
-    memory_reflect saw."""
-    why = f"Failed {failures} times with errors like: {shorten(error, 200)}"
+    when they differ; the error unless its `content` already says it), and what to do instead: a
+    better strategy from successful ones, and the fix memory_reflect saw."""
+    said = " ".join(shorten(error, 200).rstrip("…").split()).casefold()
+    why = f"Failed {failures} times"
+    if said not in " ".join(content.split()).casefold():
+        why += f" with errors like: {shorten(error, 200)}"
     if tried:
         why += ". Tried: " + "; ".join(tried)
     if alternative:
-        return f"{why}. Better: {alternative}"
-    return f"{why}.{_FIXED_BY}{fix}" if fix else f"{why}. No successful alternative recorded yet."
+        why += f". Better: {alternative}"
+    if fix:  # last: fix_of reads it back from the end
+        return f"{why}.{_FIXED_BY}{fix}"
+    return why if alternative else f"{why}. No successful alternative recorded yet."
 
 
 async def anti_patterns_for(tx: Tx, project: str, task_type: str | None) -> list[Lesson]:

@@ -247,8 +247,7 @@ class OutcomeService(Service):
         alternative = self.strategies.better(peers, failing, named)
         fix = fix_of(existing) if existing is not None else None
         source = {"error": outcome.error, "failures": failures, "alternative": alternative, FAILED: sorted(failed)}
-        source |= {"tried": tried} if tried else {}
-        context = why_bad(failures, outcome.error, alternative, fix, tried)
+        source |= ({"tried": tried} if tried else {}) | ({"fix": fix} if fix else {})
         confidence = anti_pattern_confidence(failures)
         # A strategy whose record qualifies it as a heuristic is not one to avoid (see the module doc).
         holds = failures >= self.settings.anti_pattern_min_failures and not (
@@ -260,12 +259,12 @@ class OutcomeService(Service):
             # Outcomes take it over: it names the failing strategy and the task type from now on.
             content = f"Avoid in {outcome.task_type} tasks: {named}" if named else None
             existing = await rename(tx, existing, content or existing.content, outcome.task_type)
-            source |= {"fix": fix} if fix else {}
         elif existing is not None and named is None and named_strategy(existing) is not None:
             # Failures of other strategies joined it: what they share is the error, not that strategy.
             pattern = FROM_ERROR + shorten(outcome.error, 160)
             existing = await rename(tx, existing, f"Avoid in {outcome.task_type} tasks: {pattern}", outcome.task_type)
         if existing is not None:
+            context = why_bad(failures, outcome.error, alternative, fix, tried, existing.content)
             if holds:
                 await self._update_derived(tx, existing, confidence=confidence, source=source, context=context)
                 return [existing.id]
@@ -274,14 +273,15 @@ class OutcomeService(Service):
         if not holds:
             return []
         pattern = named or FROM_ERROR + shorten(outcome.error, 160)
+        content = f"Avoid in {outcome.task_type} tasks: {pattern}"
         lesson, *_ = await self.lessons.learn(
             tx,
             outcome.project,
-            f"Avoid in {outcome.task_type} tasks: {pattern}",
+            content,
             kind="anti_pattern",
             task_type=outcome.task_type,
             confidence=confidence,
-            context=context,
+            context=why_bad(failures, outcome.error, alternative, fix, tried, content),
             source=source,
         )
         return [lesson.id]
@@ -305,7 +305,12 @@ class OutcomeService(Service):
             if alternative != lesson.source.get("alternative"):
                 source = lesson.source | {"alternative": alternative}
                 context = why_bad(
-                    source_count(lesson.source, "failures"), error, alternative, fix_of(lesson), tried_of(lesson)
+                    source_count(lesson.source, "failures"),
+                    error,
+                    alternative,
+                    fix_of(lesson),
+                    tried_of(lesson),
+                    lesson.content,
                 )
                 await self.lessons.store(
                     tx,

@@ -96,7 +96,8 @@ class Recount(Service):
         figures: dict[str, object] = {"failures": failures, "alternative": alternative, FAILED: sorted(kept)}
         if "tried" in lesson.source:
             figures["tried"] = tried
-        context = why_bad(failures, error, alternative if isinstance(alternative, str) else None, fix_of(lesson), tried)
+        better = alternative if isinstance(alternative, str) else None
+        context = why_bad(failures, error, better, fix_of(lesson), tried, lesson.content)
         holds = failures >= self.settings.anti_pattern_min_failures
         await self._settle(tx, lesson, holds, anti_pattern_confidence(failures), figures, context)
         return True

@@ -118,7 +118,9 @@ class ReflectService(Service):
                 proposed = self._learned(await self._model_rules(tx, project, model_rules, evidence))
                 if proposed:  # a reply with no usable rule taught nothing: the result is the rule-based one
                     source = "sampling"
-            insights = insights_of(observations, outcomes, len(anti_found), len(heuristics_found), conflicting)
+            # Findings that land on one lesson (the same error seen in two wordings) count it once.
+            anti, heuristics = ({lesson.id for lesson, _ in found} for found in (anti_found, heuristics_found))
+            insights = insights_of(observations, outcomes, len(anti), len(heuristics), conflicting)
             if session_id is None and (observations or outcomes or memories):
                 await self._keep_on_profile(tx, project, insights)
         return ReflectResult(
@@ -151,7 +153,8 @@ class ReflectService(Service):
 
     def _learned(self, found: Sequence[tuple[Lesson, bool]]) -> list[LessonView]:
         """The lessons this call learned or reinforced (not those the same evidence already taught)."""
-        return [self.lessons.view(lesson) for lesson, changed in found if changed]
+        learned = {lesson.id: lesson for lesson, changed in found if changed}  # the last state of each
+        return [self.lessons.view(lesson) for lesson in learned.values()]
 
     async def _keep_on_profile(self, tx: Tx, project: str, insights: list[str]) -> None:
         """Keep a project-wide reflection's insights on the profile, unless they are what it already says."""
@@ -300,6 +303,7 @@ class ReflectService(Service):
                     alternative if isinstance(alternative, str) else None,
                     fix,
                     tried_of(existing),
+                    existing.content,
                 ),
                 "updated_at": now,
             }

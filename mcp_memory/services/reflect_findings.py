@@ -227,11 +227,16 @@ def insights_of(
         found.append(f"{wins} of {len(outcomes)} outcomes succeeded.")
     errors = Counter(o.type for o in observations)["error"]
     if errors:
-        found.append(f"{errors} errors recorded; {anti} recurring ones became anti-patterns.")
+        became = (
+            "1 recurring one became an anti-pattern" if anti == 1 else f"{anti} recurring ones became anti-patterns"
+        )
+        found.append(f"{counted(errors, 'error')} recorded; {became}.")
     if heuristics:
-        found.append(f"{heuristics} recurring successful step sequences became heuristics.")
+        sequences = counted(heuristics, "recurring successful step sequence")
+        found.append(f"{sequences} became {'a heuristic' if heuristics == 1 else 'heuristics'}.")
     if contradictions:
-        found.append(f"{contradictions} pairs of memories look contradictory; check them with memory_related.")
+        pairs = "1 pair of memories looks" if contradictions == 1 else f"{contradictions} pairs of memories look"
+        found.append(f"{pairs} contradictory; check them with memory_related.")
     concepts = Counter(c for o in observations for c in o.concepts)
     if concepts:
         found.append("Most discussed: " + ", ".join(c for c, _ in concepts.most_common(5)) + ".")
