@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextvars
 import functools
 import logging
+import os
 import sqlite3
 import unicodedata
 from collections.abc import AsyncIterator, Callable
@@ -63,7 +64,19 @@ class Database:
         self._reader_available = anyio.Semaphore(len(readers))
         self._savepoint_seq = 0
         self._commit_listeners: list[Callable[[Tx], None]] = []
+        self._files: dict[Path, tuple[int, int]] = {}
+        """The database file and its write-ahead log as opened: a write checks they are still there."""
         self._begin_listeners: list[Callable[[Tx], None]] = []
+
+    def _check_files(self) -> None:
+        """Refuse a write when the file (or its log) was deleted or replaced since it was opened: the
+        write would land in a file no path leads to any more, and vanish when the server stops."""
+        for file, opened in self._files.items():
+            if _identity(file) != opened:
+                raise StorageError(
+                    f"{file} was deleted or replaced while the server had it open; nothing was written. "
+                    "Restart the server to open the database at that path again"
+                )
 
     def at_every_begin(self, listener: Callable[[Tx], None]) -> None:
         """Call `listener(tx)` as each transaction of this process starts, before its first trip
@@ -93,6 +106,7 @@ class Database:
             raise _cannot_open(path, exc) from exc
         db = cls(path, writer, [], busy_timeout_ms=busy_timeout_ms)
         try:
+            await _refuse_foreign(writer, path)  # before WAL mode: that alone would change the file
             mode = await (await writer.execute("PRAGMA journal_mode=WAL")).fetchone()
             if mode is None or str(mode[0]).lower() != "wal":
                 raise StorageError(f"could not switch {path} to WAL mode (got {mode and mode[0]})")
@@ -105,6 +119,7 @@ class Database:
             db._reader_available = anyio.Semaphore(readers)
             # after the readers: an up-to-date file is recognised by a read, without the write lock
             await apply_migrations(db)
+            db._files = {f: i for f in (path, _wal(path)) if (i := _identity(f)) is not None}
         except BaseException as exc:
             with anyio.CancelScope(shield=True):
                 for conn in (*db._readers, writer):
@@ -142,6 +157,7 @@ class Database:
                 yield tx
             return
         async with self._write_lock:
+            self._check_files()
             tx = Tx(self._writer, action, actor, project, self._busy_timeout_s)
             token = _current_tx.set(tx)
             try:
@@ -253,6 +269,33 @@ def _run_callbacks(tx: Tx, listeners: list[Callable[[Tx], None]]) -> None:
             callback()
         except Exception:  # the data is committed; a failed cache update must not hide that
             logger.exception("post-commit callback failed after %s", tx.action)
+
+
+async def _refuse_foreign(conn: aiosqlite.Connection, path: Path) -> None:
+    """Refuse a file that holds another program's tables: migrating it would change that program's data."""
+    rows = await conn.execute_fetchall(
+        "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite\\_%' ESCAPE '\\' ORDER BY name"
+    )
+    names = [str(row[0]) for row in rows]
+    if names and "schema_migrations" not in names:
+        shown = ", ".join(names[:5]) + (", …" if len(names) > 5 else "")
+        raise StorageError(
+            f"{path} is another program's SQLite database (tables: {shown}); mcp-memory leaves it alone: "
+            "give --db a new file or one mcp-memory made"
+        )
+
+
+def _wal(path: Path) -> Path:
+    return path.with_name(path.name + "-wal")
+
+
+def _identity(file: Path) -> tuple[int, int] | None:
+    """Which file `file` names now (device and inode), or None when there is none."""
+    try:
+        found = os.stat(file)
+    except OSError:
+        return None
+    return found.st_dev, found.st_ino
 
 
 def _cannot_open(path: Path, exc: OSError | sqlite3.Error) -> StorageError:
