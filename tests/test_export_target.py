@@ -110,3 +110,26 @@ async def test_without_overwrite_a_file_made_while_exporting_is_not_replaced(tmp
     assert await target.read_text() == "made by someone else meanwhile"
     assert (tmp_path / "free.json").read_text() == "the export"
     assert not await temporary.exists()
+
+
+async def test_an_export_through_a_link_replaces_the_linked_file_and_keeps_the_link(
+    client: Client, clock: FakeClock, tmp_path: Path
+) -> None:
+    await populate(client, clock)
+    backup = tmp_path / "backup-1.json"
+    backup.write_text("old backup")
+    latest = tmp_path / "latest.json"
+    latest.symlink_to(backup)
+
+    await call(client, "memory_export", path=str(latest), overwrite=True)
+
+    assert latest.is_symlink()
+    assert json.loads(backup.read_text())["format"] == "mcp-memory-export"
+
+
+async def test_an_export_over_something_not_a_regular_file_is_refused(client: Client, tmp_path: Path) -> None:
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+    message = await call_error(client, "memory_export", path=str(fifo), overwrite=True)
+    assert f"path: {fifo} is not a regular file" in message
+    assert fifo.is_fifo()

@@ -38,6 +38,19 @@ def refuse_database_files(field: str, target: Path, db: Path) -> None:
             raise InvalidInputError(field, f"{target} is the database's own file; name another file")
 
 
+async def regular_target(field: str, target: anyio.Path) -> anyio.Path:
+    """The file an export to `target` replaces: a symbolic link's own target (the link stays a link),
+    and never a device, a folder or anything else but a regular file."""
+    if await target.is_symlink():
+        try:
+            target = await target.resolve()
+        except (OSError, RuntimeError) as exc:  # a loop of links
+            raise InvalidInputError(field, f"cannot follow the link {target}: {exc}") from None
+    if await target.exists() and not await target.is_file():
+        raise InvalidInputError(field, f"{target} is not a regular file (a folder, device or socket); name a file")
+    return target
+
+
 async def temporary_beside(target: anyio.Path) -> anyio.Path:
     """A new, empty temporary file in the target's folder, after removing leftovers of killed exports."""
 
