@@ -361,3 +361,21 @@ async def test_the_context_profile_shows_the_same_counts_as_memory_profile(clien
         ("new_router", 3),
         ("route_table", 1),
     ]
+
+
+async def test_memories_a_contradiction_links_say_which_is_newer(client: Client, clock: FakeClock) -> None:
+    old = await call(client, "memory_save", kind="decision", content="Invoice PDFs are rendered with WeasyPrint.")
+    clock.advance(days=2)
+    new = await call(client, "memory_save", kind="decision", content="Invoices now use ReportLab for the PDF output.")
+    other = await call(client, "memory_save", kind="fact", content="The staging database listens on port 5433.")
+    await call(client, "memory_relate", source_id=old["id"], target_id=new["id"], type="contradicts")
+
+    lines = (await call(client, "memory_context"))["text"].splitlines()
+
+    def line_of(memory_id: str) -> str:
+        [line] = [line for line in lines if f"({memory_id}" in line]
+        return line
+
+    assert line_of(old["id"]).endswith(f"({old['id']}; contradicted by newer {new['id']})")
+    assert line_of(new["id"]).endswith(f"({new['id']}; contradicts older {old['id']})")
+    assert line_of(other["id"]).endswith(f"({other['id']})")

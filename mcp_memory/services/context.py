@@ -19,10 +19,11 @@ from typing import TypeVar
 from mcp_memory.ids import public_id
 from mcp_memory.models.learning import LessonView, ProfileResult
 from mcp_memory.models.organising import ContextResult, ContextSection, OmittedItem
-from mcp_memory.models.records import Memory, MistakeCard, Session
+from mcp_memory.models.records import Memory, MistakeCard, Relation, Session
 from mcp_memory.repositories.memories import MemoryRepository
 from mcp_memory.repositories.observations import ObservationRepository
 from mcp_memory.repositories.outcomes import MistakeCardRepository
+from mcp_memory.repositories.relations import RelationRepository
 from mcp_memory.repositories.sessions import SessionRepository
 from mcp_memory.search.index import SearchFilter
 from mcp_memory.services.common import GLOBAL_PROJECT, Deps, Service
@@ -266,12 +267,29 @@ class ContextService(Service):
                     project, focus, SearchFilter(kinds=frozenset({"memory"})), limit, self.now().timestamp(), vector
                 )
                 memories = _unique(await repo.get_many([h.doc_id for h in hits], project) + memories)[:limit]
+            edges = await RelationRepository(conn).touching(project, [m.id for m in memories], "both", ["contradicts"])
+        disputes = _disputes(memories, edges)
         for m in memories:
             if m.kind == "preference" and shorten(m.content, PREFERENCE_CHARS) in in_profile:
                 continue  # the profile shows it already
-            line = f"- [{m.kind}] {shorten(m.content, 300)} ({m.id})"
+            line = f"- [{m.kind}] {shorten(m.content, 300)} ({'; '.join([m.id, *disputes.get(m.id, [])])})"
             section.items.append(_Item(line, m.id, m.title or shorten(m.content, 80)))
         return section
+
+
+def _disputes(memories: list[Memory], edges: list[Relation]) -> dict[str, list[str]]:
+    """For each memory a contradiction links to another of `memories`, a note naming the other and
+    whether it is newer, so an agent does not act on the older side unawares."""
+    made = {m.id: (m.created_at, m.id) for m in memories}
+    notes: dict[str, list[str]] = {}
+    for edge in edges:
+        ends = (edge.source_id, edge.target_id)
+        if edge.source_id == edge.target_id or not all(end in made for end in ends):
+            continue
+        older, newer = sorted(ends, key=made.__getitem__)
+        notes.setdefault(older, []).append(f"contradicted by newer {newer}")
+        notes.setdefault(newer, []).append(f"contradicts older {older}")
+    return {i: list(dict.fromkeys(n)) for i, n in notes.items()}
 
 
 def _fill(sections: list[_Section], used: int, room: int) -> list[int]:
