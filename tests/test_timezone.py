@@ -157,3 +157,21 @@ def test_an_unknown_zone_is_refused_naming_the_setting() -> None:
     with pytest.raises(ValueError, match="MCP_MEMORY_TIMEZONE: unknown time zone"):
         Settings.resolve({}, {"MCP_MEMORY_TIMEZONE": "../../etc/passwd"})
     assert Settings.resolve({}, {"MCP_MEMORY_TIMEZONE": NEW_YORK}).timezone == NEW_YORK
+
+
+async def test_a_running_server_follows_the_zone_another_server_re_analysed_in(
+    settings: Settings, clock: FakeClock, caplog: pytest.LogCaptureFixture
+) -> None:
+    async with Client(build_server(settings, clock)) as first:
+        await call(first, "memory_observe", content="Warm-up note before the second server starts.")
+        async with Client(build_server(settings.model_copy(update={"timezone": NEW_YORK}), clock)) as second:
+            await call(second, "memory_recall", query="warm-up")  # a search waits for the re-analysis
+            assert stored_zone(settings.db) == NEW_YORK
+            # written by the first server, after the second re-analysed every date in New York's days
+            evening = await call(first, "memory_observe", content="deploy checklist", occurred_at=LATE_EVENING)
+            afternoon = await call(second, "memory_observe", content="deploy checklist", occurred_at=AFTERNOON)
+            for client in (first, second):
+                assert (await call(client, "memory_diagnose"))["timezone"] == NEW_YORK
+                assert await first_hit(client, "deploy checklist on 7 May 2023") == evening["id"]
+                assert await first_hit(client, "deploy checklist on 8 May 2023") == afternoon["id"]
+    assert "another server re-analysed the dates in time zone America/New_York; following it (was UTC)" in caplog.text

@@ -9,6 +9,7 @@ from typing import Any
 from mcp_memory.db import Later, Tx
 from mcp_memory.repositories.base import Repository
 
+_ZONE = "SELECT value FROM meta WHERE key = 'timezone'"
 _AUDIT_HEAD = "SELECT coalesce(max(seq), 0) FROM audit_log"
 
 COUNTED_TABLES = (
@@ -127,6 +128,18 @@ class MetaRepository(Repository):
     def queue_last_audit_seq(tx: Tx) -> Later:
         """Queue the read of `last_audit_seq` on the transaction's next trip, saving a trip of its own."""
         return tx.fetch_later(_AUDIT_HEAD)
+
+    async def zone(self, queued: Later | None = None) -> str | None:
+        """The time zone the stored date terms are analysed in; `queued`: the read `queue_zone` queued."""
+        if queued is not None and isinstance(self.conn, Tx):
+            rows = await self.conn.rows_of(queued)
+            return str(rows[0][0]) if rows else None
+        return await self.get("timezone")
+
+    @staticmethod
+    def queue_zone(tx: Tx) -> Later:
+        """Queue the read of `zone` on the transaction's next trip."""
+        return tx.fetch_later(_ZONE)
 
     async def audit_stamp(self, seq: int) -> str | None:
         """The time of audit row `seq` ("" for row 0, which stands for an empty log; None if missing)."""

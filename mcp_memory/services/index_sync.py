@@ -11,6 +11,7 @@ import json
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
+from zoneinfo import ZoneInfo
 
 from mcp_memory.db import Conn, Database, Later
 from mcp_memory.repositories.embeddings import EmbeddingRepository
@@ -33,6 +34,8 @@ class Changes:
     vocab: dict[str, int]
     docs: dict[str, IndexDoc]
     vectors: Sequence[tuple[str, str, bytes]]
+    zone: str | None
+    """The time zone the database's date terms are analysed in now (another server may have changed it)."""
 
 
 class Follower:
@@ -81,10 +84,20 @@ class Follower:
         vectors = (
             [] if self.vectors is None else await EmbeddingRepository(conn).current(self.vectors.model, sorted(docs))
         )
-        return Changes(ids, last, vocab, docs, vectors)
+        return Changes(ids, last, vocab, docs, vectors, await meta.get("timezone"))
+
+    def _follow_zone(self, zone: str | None) -> None:
+        """Analyse dates in the database's zone, which a server started with another --timezone may
+        have changed (re-analysing every record): one file must not mix two calendars."""
+        if zone and zone != self.index.zone.key:
+            logger.warning(
+                "another server re-analysed the dates in time zone %s; following it (was %s)", zone, self.index.zone.key
+            )
+            self.index.zone = ZoneInfo(zone)
 
     def _apply_changes(self, changes: Changes) -> int:
         """Bring the index in line with what _read_changes found; returns how many records changed."""
+        self._follow_zone(changes.zone)
         self.index.learn_terms(changes.vocab)
         self._vocab_mark = max(changes.vocab.values(), default=self._vocab_mark)
         for doc_id in changes.ids - changes.docs.keys():

@@ -69,6 +69,7 @@ class Indexer(Follower):
         self._collected: weakref.WeakSet[Tx] = weakref.WeakSet()  # transactions that deleted terms
         # each transaction's audit head, read in its first trip right after BEGIN (see _catch_up)
         self._heads: weakref.WeakKeyDictionary[Tx, Later] = weakref.WeakKeyDictionary()
+        self._zones: weakref.WeakKeyDictionary[Tx, Later] = weakref.WeakKeyDictionary()
 
     def register_source(self, kind: str, source: DocSource, lookup: DocLookup) -> None:
         """Tell the indexer how to enumerate every record of `kind`, and how to fetch some by id."""
@@ -103,6 +104,8 @@ class Indexer(Follower):
         """Index several records inside the caller's transaction."""
         if not specs:
             return
+        # Caught up first: another process's commits may have changed the zone dates are analysed in.
+        caught_up = await self._catch_up(tx)
         analyzer, zone = self.index.analyzer, self.index.zone
         counted = [(spec, *spec_terms(spec, analyzer, zone)) for spec in specs]
         # The vocabulary may still map a word that another process has deleted since (its last
@@ -110,7 +113,6 @@ class Indexer(Follower):
         # index has caught up (before the build, the index holds only this process's re-analysis).
         # The rest are looked up (or stored) in the database; terms this transaction stored are
         # learned at commit, and until then its notes give them.
-        caught_up = await self._catch_up(tx)
         partitions = self._partitions({spec.project for spec in specs}) if caught_up or not self.built else []
         in_use = [part.df for part in partitions]  # a term some record uses has a document frequency
         collected = tx in self._collected
@@ -235,6 +237,8 @@ class Indexer(Follower):
             return True
         if not self.built or tx in self._open:
             return False
+        # Built, so any re-analysis of ours is done: a zone other than ours is another server's.
+        self._follow_zone(await MetaRepository(tx).zone(self._zones.pop(tx, None)))
         while True:
             seen = self._seen_seq
             changes = await self._read_changes(tx, self._heads.pop(tx, None))  # none of tx's own rows yet
@@ -321,6 +325,7 @@ class Indexer(Follower):
         # Under the write lock the head cannot move until the transaction ends, so the read that
         # rides with BEGIN is the one _catch_up needs, without a trip of its own.
         self._heads[tx] = MetaRepository.queue_last_audit_seq(tx)
+        self._zones[tx] = MetaRepository.queue_zone(tx)
 
     def _after_commit(self, tx: Tx) -> None:
         # Our own commit was applied through its callbacks; skip it in sync() if nothing came between.
