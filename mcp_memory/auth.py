@@ -31,32 +31,56 @@ class Grant:
 
 
 def load_grants(settings: Settings) -> list[Grant]:
-    """Every configured token; raises ValueError naming the file and line of a bad entry."""
-    grants = []
+    """Every configured token; raises ValueError naming the file and line of a bad entry.
+
+    A token file that names no token is refused: serving it would turn authentication off.
+    A token may appear once only, so which project it binds to is never a matter of line order.
+    """
+    grants: list[tuple[str, Grant]] = []  # (where it was configured, grant)
     if settings.auth_token is not None:
-        grants.append(Grant(settings.auth_token.get_secret_value()))
+        grants.append(("--auth-token / MCP_MEMORY_AUTH_TOKEN", Grant(settings.auth_token.get_secret_value())))
     if settings.auth_token_file is not None:
         path: Path = settings.auth_token_file
-        try:
-            lines = path.read_text().splitlines()
-        except OSError as exc:
-            raise ValueError(f"--auth-token-file: cannot read {path}: {exc.strerror}") from None
-        for number, line in enumerate(lines, 1):
-            fields = line.split("#", 1)[0].split()
-            if not fields:
-                continue
-            if len(fields) > 3:
-                raise ValueError(f"{path}:{number}: expected TOKEN [PROJECT [AGENT_ID]]")
-            if len(fields) > 1:
-                try:
-                    fields[1] = check_project(fields[1])
-                except InvalidInputError as exc:
-                    raise ValueError(f"{path}:{number}: project {exc.rule}") from None
-            grants.append(Grant(*fields))
-    for grant in grants:
+        file_grants = [(f"{path}:{number}", grant) for number, grant in _read_token_file(path)]
+        if not file_grants:
+            raise ValueError(f"--auth-token-file: no tokens in {path} (expected lines of TOKEN [PROJECT [AGENT_ID]])")
+        grants += file_grants
+    seen: dict[str, str] = {}
+    for where, grant in grants:
         if len(grant.token) < MIN_TOKEN_LENGTH:
-            raise ValueError(f"a bearer token must be at least {MIN_TOKEN_LENGTH} characters")
-    return grants
+            raise ValueError(f"{where}: a bearer token must be at least {MIN_TOKEN_LENGTH} characters")
+        if grant.token in seen:
+            raise ValueError(f"{where}: the same token as {seen[grant.token]}; list each token once")
+        seen[grant.token] = where
+    return [grant for _, grant in grants]
+
+
+def _read_token_file(path: Path) -> list[tuple[int, Grant]]:
+    """The grants of a token file with their line numbers; raises ValueError naming the file."""
+    try:
+        raw = path.read_bytes()
+    except OSError as exc:
+        raise ValueError(f"--auth-token-file: cannot read {path}: {exc.strerror}") from None
+    try:
+        # utf-8-sig: an editor's byte-order mark would otherwise become part of the first token.
+        text = raw.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        at = raw[: exc.start].count(b"\n") + 1
+        raise ValueError(f"--auth-token-file: {path}:{at}: not UTF-8 text (byte {exc.start})") from None
+    found = []
+    for number, line in enumerate(text.splitlines(), 1):
+        fields = line.split("#", 1)[0].split()
+        if not fields:
+            continue
+        if len(fields) > 3:
+            raise ValueError(f"{path}:{number}: expected TOKEN [PROJECT [AGENT_ID]]")
+        if len(fields) > 1:
+            try:
+                fields[1] = check_project(fields[1])
+            except InvalidInputError as exc:
+                raise ValueError(f"{path}:{number}: project {exc.rule}") from None
+        found.append((number, Grant(*fields)))
+    return found
 
 
 class StaticTokenVerifier:

@@ -3,15 +3,16 @@
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import logging
 import sys
 from collections.abc import Sequence
 from typing import Any, get_args
 
 from mcp_memory import __version__
-from mcp_memory.config import Settings
+from mcp_memory.config import Settings, url_host
 from mcp_memory.errors import MCPMemoryError
-from mcp_memory.transports import serve
+from mcp_memory.transports import ListenError, serve
 
 logger = logging.getLogger("mcp_memory")
 
@@ -69,27 +70,37 @@ def main(argv: Sequence[str] | None = None) -> int:
         level=settings.log_level, stream=sys.stderr, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
     logger.info("database %s", settings.db)
+    _warn_missing_embeddings(settings)
 
-    def announce() -> None:
-        print(_banner(settings), file=sys.stderr, flush=True)  # noqa: T201 - the person starting it reads this
+    def announce(port: int) -> None:
+        print(_banner(settings, port), file=sys.stderr, flush=True)  # noqa: T201 - the person starting it reads this
 
     try:
         return serve(settings, announce)
     except ValueError as exc:
         print(f"mcp-memory: {exc}", file=sys.stderr)  # noqa: T201 - the CLI's own error output
         return 2
-    except MCPMemoryError as exc:  # the database could not be opened: one line, not a traceback
+    except (MCPMemoryError, ListenError) as exc:  # no database or no port: one line, not a traceback
         print(f"mcp-memory: {exc}", file=sys.stderr)  # noqa: T201 - the CLI's own error output
         return 1
     except KeyboardInterrupt:
         return 0
 
 
-def _banner(settings: Settings) -> str:
-    """How to reach an HTTP server, printed at start-up."""
+def _warn_missing_embeddings(settings: Settings) -> None:
+    """Say at start-up, not at the first embedding, that a configured local model cannot be loaded."""
+    # find_spec only looks for the package: importing it (and torch) would take seconds here.
+    if settings.embeddings == "sentence-transformers" and importlib.util.find_spec("sentence_transformers") is None:
+        logger.warning(
+            "--embeddings sentence-transformers: the sentence-transformers package is not installed, so searches "
+            "use BM25 only; pip install 'mcp-memory[embeddings]'"
+        )
+
+
+def _banner(settings: Settings, port: int | None = None) -> str:
+    """How to reach an HTTP server, printed at start-up; `port` is the one bound (the OS picks for 0)."""
     path = "/mcp" if settings.transport == "streamable-http" else "/sse"
-    host = f"[{settings.host}]" if ":" in settings.host else settings.host
-    url = f"http://{host}:{settings.port}{path}"
+    url = f"http://{url_host(settings.host)}:{settings.port if port is None else port}{path}"
     kind = "Streamable HTTP" if settings.transport == "streamable-http" else "SSE"
     return (
         f"mcp-memory {__version__} serving {kind} at {url}\n"

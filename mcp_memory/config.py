@@ -8,9 +8,10 @@ configuration table both come from the field list below.
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 import platformdirs
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator, model_validator
@@ -20,9 +21,32 @@ from mcp_memory.errors import InvalidInputError
 from mcp_memory.projects import check_project
 
 ENV_PREFIX = "MCP_MEMORY_"
+# Settings holding a file path: `$NAME` / `${NAME}` in them are expanded (see `expand_variables`).
+PATH_FIELDS = ("db", "auth_token_file")
+_VARIABLE = re.compile(r"\$(?:\{([A-Za-z_]\w*)\}|([A-Za-z_]\w*))")
 
 Transport = Literal["stdio", "sse", "streamable-http"]
 LogLevel = Literal["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"]
+
+
+def url_host(host: str) -> str:
+    """`host` as it goes in a URL: an IPv6 literal in brackets, the empty (all-interfaces) host as 0.0.0.0."""
+    if not host:
+        return "0.0.0.0"
+    return f"[{host}]" if ":" in host and not host.startswith("[") else host
+
+
+def expand_variables(text: str, environ: Mapping[str, str]) -> str:
+    """`$NAME` and `${NAME}` replaced by their values: a client's JSON config passes a path with no shell
+    to expand it. Raises ValueError naming a variable that is not set, rather than make a folder `$NAME`."""
+
+    def value(match: re.Match[str]) -> str:
+        name = match.group(1) or match.group(2)
+        if name not in environ:
+            raise ValueError(f"environment variable {name} (in {text!r}) is not set")
+        return environ[name]
+
+    return _VARIABLE.sub(value, text)
 
 
 def default_db_path() -> Path:
@@ -36,7 +60,10 @@ class Settings(BaseModel):
     # allow_inf_nan=False: every float setting is a finite quantity; "inf" or "nan" is a mistake.
     model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
 
-    db: Path = Field(default_factory=default_db_path, description="SQLite database file (created on first run).")
+    db: Path = Field(
+        default_factory=default_db_path,
+        description="SQLite database file (created on first run; ~ and $NAME expanded).",
+    )
     project: str = Field(
         "default", min_length=1, max_length=128, description="Project namespace used when a call names none."
     )
@@ -44,7 +71,7 @@ class Settings(BaseModel):
         "stdio", description="stdio for local clients; sse or streamable-http for remote ones."
     )
     host: str = Field("127.0.0.1", description="Address the HTTP transports bind to.")
-    port: int = Field(8765, ge=0, le=65535, description="Port the HTTP transports listen on.")
+    port: int = Field(8765, ge=0, le=65535, description="Port the HTTP transports listen on (0: the OS picks one).")
     auth_token: SecretStr | None = Field(
         None, description="Bearer token every HTTP request must carry (prefer the variable: flags show in ps)."
     )
@@ -212,10 +239,38 @@ class Settings(BaseModel):
             )
         return self
 
+    @model_validator(mode="before")
+    @classmethod
+    def _fold_choice_case(cls, data: Any) -> Any:
+        # A value among fixed choices is case-insensitive wherever it comes from, as the flags are.
+        if not isinstance(data, dict):
+            return data
+        folded = dict(data)
+        for name, value in data.items():
+            field = cls.model_fields.get(name)
+            choices = get_args(field.annotation) if field is not None else ()
+            if isinstance(value, str) and choices and all(isinstance(c, str) for c in choices):
+                folded[name] = {c.lower(): c for c in choices}.get(value.strip().lower(), value)
+        return folded
+
+    @field_validator("db", "auth_token_file", mode="before")
+    @classmethod
+    def _path_given(cls, value: object) -> object:
+        # Path("") is ".", which would surface later as "cannot open database ."
+        if isinstance(value, str) and not value.strip():
+            raise ValueError("an empty path names no file")
+        return value
+
     @field_validator("db", "auth_token_file")
     @classmethod
     def _expand_home(cls, value: Path | None) -> Path | None:
         return None if value is None else value.expanduser()
+
+    @field_validator("auth_token", mode="before")
+    @classmethod
+    def _strip_token(cls, value: object) -> object:
+        # A token pasted with a newline or a trailing space (or a BOM) would never match the header.
+        return value.strip().lstrip("\ufeff").strip() if isinstance(value, str) else value
 
     @field_validator("project")
     @classmethod
@@ -231,11 +286,6 @@ class Settings(BaseModel):
         if value is not None:
             zone(value)
         return value
-
-    @field_validator("log_level", mode="before")
-    @classmethod
-    def _upper_level(cls, value: object) -> object:
-        return value.upper() if isinstance(value, str) else value
 
     @field_validator("allowed_hosts", "allowed_origins", mode="before")
     @classmethod
@@ -263,7 +313,8 @@ class Settings(BaseModel):
     def resolve(cls, cli: Mapping[str, Any], environ: Mapping[str, str] | None = None) -> Settings:
         """Build settings: a CLI value wins over the environment, which wins over the default.
 
-        Raises ValueError naming the flag or variable that holds a bad value.
+        Raises ValueError naming the flag or variable that holds a bad value. `$NAME` in a path
+        is expanded from the same environment.
         """
         env = os.environ if environ is None else environ
         values: dict[str, Any] = {}
@@ -273,6 +324,11 @@ class Settings(BaseModel):
                 values[name], source[name] = cli[name], cls.option_name(name)
             elif (raw := env.get(cls.env_name(name))) not in (None, ""):
                 values[name], source[name] = raw, cls.env_name(name)
+            if name in PATH_FIELDS and isinstance(values.get(name), str):
+                try:
+                    values[name] = expand_variables(values[name], env)
+                except ValueError as exc:
+                    raise ValueError(f"{source[name]}: {exc}") from None
         try:
             return cls(**values)
         except ValidationError as exc:

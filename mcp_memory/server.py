@@ -16,7 +16,7 @@ from pydantic import AnyHttpUrl
 from mcp_memory import __version__
 from mcp_memory.auth import Grant, StaticTokenVerifier
 from mcp_memory.clock import Clock, system_clock
-from mcp_memory.config import Settings
+from mcp_memory.config import Settings, url_host
 from mcp_memory.context import AppContext, open_app
 from mcp_memory.errors import MCPMemoryError
 from mcp_memory.search.embeddings import EmbeddingProvider
@@ -120,8 +120,10 @@ def build_server(
     auth = None
     if grants:
         # The SDK's bearer-token hook needs OAuth resource-server settings; the issuer here is
-        # nominal (tokens are static), and no metadata routes are published.
-        auth = AuthSettings(issuer_url=AnyHttpUrl(f"http://{settings.host}:{settings.port}"), resource_server_url=None)
+        # nominal (tokens are static), and no metadata routes are published. An IPv6 zone (fe80::1%eth0)
+        # is dropped: pydantic's URLs refuse one, and nothing ever fetches this address.
+        issuer = f"http://{url_host(settings.host.partition('%')[0])}:{settings.port}"
+        auth = AuthSettings(issuer_url=AnyHttpUrl(issuer), resource_server_url=None)
 
     @asynccontextmanager
     async def lifespan(_: MCPServer[AppContext]) -> AsyncIterator[AppContext]:

@@ -35,7 +35,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from mcp_memory import __version__
 from mcp_memory.auth import load_grants
-from mcp_memory.config import Settings
+from mcp_memory.config import Settings, url_host
 from mcp_memory.context import AppContext
 from mcp_memory.server import SharedApp, build_server
 from mcp_memory.stdio_lines import AnsweredMessages, StdinLines
@@ -46,6 +46,10 @@ WILDCARD = ("0.0.0.0", "::", "")
 GRACE_S = 10.0
 PARENT_POLL_S = 1.0
 RESPONSE_DRAIN_S = 0.5
+
+
+class ListenError(Exception):
+    """The HTTP server cannot listen on its address (in use, not this machine's, an unknown name)."""
 
 
 class CallTracker:
@@ -135,11 +139,12 @@ class _DrainingServer(uvicorn.Server):
         self._captured_signals.clear()
 
 
-def serve(settings: Settings, announce: Callable[[], None] = lambda: None) -> int:
+def serve(settings: Settings, announce: Callable[[int], None] = lambda port: None) -> int:
     """Run the server the settings describe until it is stopped; returns the exit status.
 
-    `announce` runs once an HTTP server is listening. Raises ValueError for a refused
-    configuration and MCPMemoryError for a database that cannot be opened.
+    `announce` runs once an HTTP server is listening, with the port it listens on. Raises
+    ValueError for a refused configuration, ListenError for an address it cannot listen on and
+    MCPMemoryError for a database that cannot be opened.
     """
     shared = SharedApp(settings)
     tracker = CallTracker()
@@ -165,15 +170,53 @@ def serve(settings: Settings, announce: Callable[[], None] = lambda: None) -> in
         timeout_graceful_shutdown=int(GRACE_S),
         lifespan="on",
     )
-    http = _DrainingServer(config, tracker, announce)
+    # Bound here rather than by uvicorn, which only logs a failure and exits 3, and never says
+    # which port the OS chose for --port 0.
+    sockets = listen(settings.host, settings.port)
+    port = int(sockets[0].getsockname()[1])
+    http = _DrainingServer(config, tracker, lambda: announce(port))
 
     async def run() -> None:
         # Open the database before uvicorn starts, so a bad one fails start-up plainly.
         async with shared.use():
-            await http.serve()
+            await http.serve(sockets)
 
-    anyio.run(run)
+    try:
+        anyio.run(run)
+    finally:
+        for sock in sockets:
+            sock.close()
     return 0 if http.started else 1
+
+
+def listen(host: str, port: int) -> list[socket.socket]:
+    """Sockets bound to every address of `host` (as asyncio binds them), all on one port; raises
+    ListenError with the reason in one line."""
+    where = f"{url_host(host)}:{port}"
+    try:
+        # An empty host is every interface, as for uvicorn.
+        infos = socket.getaddrinfo(host or None, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+    except socket.gaierror as exc:
+        raise ListenError(f"cannot listen on {where}: {str(exc.strerror).lower()}") from None
+    sockets: list[socket.socket] = []
+    try:
+        for family, kind, proto, _, address in dict.fromkeys(infos):
+            sock = socket.socket(family, kind, proto)
+            sockets.append(sock)
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            if family == socket.AF_INET6:  # else `::` would also claim the IPv4 port bound beside it
+                sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
+            if len(sockets) > 1:  # with --port 0, every address on the port the OS chose for the first
+                address = (address[0], sockets[0].getsockname()[1], *address[2:])
+            sock.bind(address)
+    except OSError as exc:
+        for sock in sockets:
+            sock.close()
+        raise ListenError(f"cannot listen on {where}: {(exc.strerror or str(exc)).lower()}") from None
+    for sock in sockets:
+        bound = sock.getsockname()
+        logger.info("listening on %s:%d", url_host(bound[0]), bound[1])
+    return sockets
 
 
 def transport_security(settings: Settings) -> TransportSecuritySettings:
