@@ -112,9 +112,10 @@ async def test_a_long_summary_is_cut_to_its_cap_after_the_failures(client: Clien
     lines = await summary_lines(client, clock, outcomes)
 
     assert len("\n".join(lines)) <= 2_000
-    # the cap falls after the first failure: what it drops are the successes, listed after the failures
+    # the cap falls after the second failure: what it drops are the successes, listed after the failures
     assert section(lines, "Outcomes:") == [
         "Outcomes: 3 of 9 succeeded",
         f"- Long task 1 {'with many words ' * 6}with many… failed (score 0.10)",
+        f"- Long task 2 {'with many words ' * 6}with many… failed (score 0.10)",
     ]
     assert lines[-1] == "…"

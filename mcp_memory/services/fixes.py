@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from collections import Counter
 from collections.abc import Sequence
 from itertools import pairwise
 
@@ -24,6 +25,10 @@ _CHANGES = {"file_change", "decision"}
 _NEVER_REPORTS = {"error", "fix"}
 """Types never read as a failure report: an error is one by its nature, and a fix is the agent's word
 that it fixed something, whatever words it uses ("Broke the import cycle by ...")."""
+_CLEARLY_BETTER = 2.0
+"""How much better another error must match a fix to keep it from an error it also matches."""
+_RECURRING = 0.5
+"""Share of the smaller error's words two errors have in common when they are one error recurring."""
 _HEAD = 2_000  # the opening of a long note or tool output is what is read of it
 _CLAUSE = re.compile(r"[.!?](?=\s|$)|[;\n]|,?\s+(?:but|though|although|yet|while)\s")
 _FIXED = re.compile(r"\b(?:fix(?:ed|es)?|resolv(?:ed|es)|solved|repaired)\b")
@@ -46,31 +51,93 @@ determiner ("the failing test") or a condition or reason ("a guard for when pars
 def fixes_of(
     analyzer: Analyzer, errors: Sequence[Observation], observations: Sequence[Observation]
 ) -> dict[str, Observation]:
-    """The fix of each error (by error id) among a session's `observations` (in order): the first
-    later fix sharing a file, concept or word with it, else a fix recorded right after it, else the
-    first later observation of another type that says it fixed something ("tests pass again") and
-    shares a file, concept or word with it."""
+    """The fix of each error (by error id) among a session's `observations` (in order): the later fix
+    that shares the most distinctive words with it (files and identifiers are words too), else a fix
+    recorded right after it, else the later observation of another type that says it fixed something
+    ("tests pass again") and matches it best. A fix another error matches far better is that error's."""
     generic = set(analyzer.terms(_GENERIC_WORDS))
 
-    def terms(obs: Observation) -> set[str]:
+    def terms(obs: Observation) -> frozenset[str]:
         found = analyzer.terms("\n".join([obs.title, *obs.concepts, *obs.files]))
-        return {t for t in found if t not in generic and not t.isdigit()}
+        return frozenset(t for t in found if t not in generic and not t.isdigit())
 
     fixes = [(o, terms(o)) for o in observations if o.type == "fix"]
     # the opening of a note says what it did; a long one is not read to its end for every summary
     told = [(o, terms(o)) for o in observations if o.type in _MAY_FIX and _SAYS_FIXED.search(o.content, 0, _HEAD)]
+    match = _Matcher([(o, terms(o)) for o in observations if o.type == "error"], fixes, told)
     following = {a.id: b for a, b in pairwise(observations)}
     paired: dict[str, Observation] = {}
     for error in errors:
         words = terms(error)
-        fix = next((f for f, its in fixes if f.seq > error.seq and words & its), None)
-        if fix is None and (after := following.get(error.id)) is not None and after.type == "fix":
-            fix = after
+        fix = match.fix_of(error, words)
+        after = following.get(error.id)
+        if fix is None and after is not None and after.type == "fix":
+            # recorded right after it, but what another error's fix is says nothing of this one
+            fix = None if match.answers_another(error, words, after) else after
         if fix is None:
-            fix = next((f for f, its in told if f.seq > error.seq and words & its), None)
+            fix = match.best(error, words, told)
         if fix is not None:
             paired[error.id] = fix
     return paired
+
+
+_Candidates = Sequence[tuple[Observation, frozenset[str]]]
+"""Observations with their words, as `fixes_of` weighs them."""
+
+
+class _Matcher:
+    """Scores how much an error and a later fix are about the same thing, and picks an error's fix.
+
+    A word counts less the more of the session's errors and fixes say it ("app", a package every
+    path names, matches everything; "FrenchRule" points at one error). A fix that another error
+    matches at least `_CLEARLY_BETTER` times as well is that error's, unless the two errors are one
+    error recurring (most of the words of one are in the other): those share their fix.
+    """
+
+    def __init__(self, errors: _Candidates, fixes: _Candidates, told: _Candidates) -> None:
+        said = Counter(t for _, words in (*errors, *fixes, *told) for t in words)
+        self.weight = {t: 1 / n for t, n in said.items()}
+        self.errors = errors
+        self.fixes = fixes
+        self._fix_of: dict[str, Observation | None] = {}
+
+    def score(self, words: frozenset[str], other: frozenset[str]) -> float:
+        """The distinctive words two observations share, weighted."""
+        return sum(self.weight.get(t, 1.0) for t in words & other)
+
+    def fix_of(self, error: Observation, words: frozenset[str]) -> Observation | None:
+        """The observation typed `fix` that matches `error` best, as `best` picks it."""
+        if error.id not in self._fix_of:
+            self._fix_of[error.id] = self.best(error, words, self.fixes)
+        return self._fix_of[error.id]
+
+    def best(self, error: Observation, words: frozenset[str], candidates: _Candidates) -> Observation | None:
+        """The later candidate that matches `error` best and that no other error claims (the earliest
+        of equals: the agent fixes what just broke)."""
+        rivals = self._rivals(error, words)
+        chosen, top = None, 0.0
+        for fix, its in candidates:
+            if fix.seq <= error.seq or (mine := self.score(words, its)) <= top:
+                continue
+            if not any(o.seq < fix.seq and self.score(theirs, its) >= _CLEARLY_BETTER * mine for o, theirs in rivals):
+                chosen, top = fix, mine
+        return chosen
+
+    def answers_another(self, error: Observation, words: frozenset[str], fix: Observation) -> bool:
+        """Whether `fix` (typed fix) is what `fix_of` pairs with an error before it other than `error`."""
+        its = next(its for f, its in self.fixes if f.id == fix.id)
+        return any(
+            o.seq < fix.seq and theirs & its and (found := self.fix_of(o, theirs)) is not None and found.id == fix.id
+            for o, theirs in self._rivals(error, words)
+        )
+
+    def _rivals(self, error: Observation, words: frozenset[str]) -> _Candidates:
+        """The session's errors other than `error` and not `error` recurring."""
+        return [
+            (other, theirs)
+            for other, theirs in self.errors
+            if other.id != error.id and len(words & theirs) < _RECURRING * min(len(words), len(theirs))
+        ]
 
 
 def pair_fixes(

@@ -33,8 +33,9 @@ from mcp_memory.services.fixes import pair_fixes
 SUMMARY_CHARS = 2_000
 LISTED_SUMMARIES = 20
 """A crystallize pass over many sessions returns the summaries of this many, the latest."""
-SUMMARY_HEADER = re.compile(r"^.*: \d+ observations?, [\d-]{10} [\d:]{5} to [\d-]{10} [\d:]{5}\.$")
-"""The first line of an extractive summary (`SummaryService.draft`): title, observation count and span."""
+SUMMARY_HEADER = re.compile(r"^(?:.*: )?\d+ observations?, [\d-]{10} [\d:]{5} to [\d-]{10} [\d:]{5}\.$")
+"""The first line of an extractive summary (`SummaryService.draft`): the title (unless a decision listed
+below says it), observation count and span."""
 SAMPLING_PROMPT = """\
 Rewrite these notes of one working session as a summary another agent will read before the next
 session on the same project. Keep every decision, error and fix, file and outcome that matters;
@@ -151,11 +152,13 @@ class SummaryService(Service):
         )
         kept = session.observation_count - session.folded_count
         span = f"{first[:16].replace('T', ' ')} to {last[:16].replace('T', ' ')}"
-        lines = [f"{title}: {counted(kept, 'observation')}, {span}."]
-        decisions = [o for o in observations if o.type == "decision"]
-        if decisions:
+        listed = [shorten(o.title, 200) for o in [o for o in observations if o.type == "decision"][:8]]
+        # the title is shown beside the summary: a decision listed below says it, the header need not
+        lead = "" if any(_says(line, title) for line in listed) else f"{title.rstrip('.,;: ')}: "
+        lines = [f"{lead}{counted(kept, 'observation')}, {span}."]
+        if listed:
             lines.append("Decisions:")
-            lines += [f"- {shorten(o.title, 200)}" for o in decisions[:8]]
+            lines += [f"- {line}" for line in listed]
         errors = [o for o in observations if o.type == "error"][:6]
         fixed = pair_fixes(self.deps.index.analyzer, errors, observations)
         claimed = {fix.id for fix in fixed.values()}
@@ -243,6 +246,11 @@ def _with_facts(obs: Observation) -> str:
 def _is_current(session: Session) -> bool:
     """Whether the session's summary already covers everything that happened in it."""
     return session.summary is not None and (session.summarized_at or "") >= session.last_activity_at
+
+
+def _says(line: str, title: str) -> bool:
+    """Whether a summary line says the title (the whole of it, or more where the title was cut short)."""
+    return line == title or (title.endswith("…") and line.startswith(title[:-1]))
 
 
 def _title_for(observations: Sequence[Observation]) -> str | None:
