@@ -341,9 +341,9 @@ def _no_dates() -> Callable[[], None]:
     the query side and new writes are affected: the bench re-opens an already-indexed file)."""
     from mcp_memory.search import dates
 
-    saved = dates.query_tokens
-    dates.query_tokens = lambda text, now: []
-    return lambda: setattr(dates, "query_tokens", saved)
+    saved = dates.query_dates
+    dates.query_dates = lambda text, now: ([], [])
+    return lambda: setattr(dates, "query_dates", saved)
 
 
 def embedding_provider(kind: str, model: str | None, url: str) -> tuple[Any, str]:

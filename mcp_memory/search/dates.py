@@ -123,7 +123,14 @@ def local_day(at: float, zone: tzinfo) -> date:
 def query_tokens(text: str, now: datetime) -> list[str]:
     """Date tokens of the dates a query names; relative ones count from the day `now` falls on
     (in its own time zone)."""
+    return query_dates(text, now)[0]
+
+
+def query_dates(text: str, now: datetime) -> tuple[list[str], list[tuple[int, int]]]:
+    """The date tokens of a query, and where it writes the absolute dates ("Feb 9", "2026-01-27",
+    "in June") that gave some, as (start, end): their words need not be searched again."""
     tokens: list[str] = []
+    spans: list[tuple[int, int]] = []
     taken: list[tuple[int, int]] = []
 
     def free(match: re.Match[str]) -> bool:
@@ -133,35 +140,42 @@ def query_tokens(text: str, now: datetime) -> list[str]:
         taken.append(span)
         return True
 
+    def add(match: re.Match[str], found: list[str]) -> None:
+        if found:
+            tokens.extend(found)
+            spans.append(match.span())
+
     for match in _ISO.finditer(text):
         if free(match):
             year, month, day = (int(g) if g else 0 for g in match.groups())
-            tokens += _valid_day(year, month, day) if day else month_tokens(year, month)
+            add(match, _valid_day(year, month, day) if day else month_tokens(year, month))
     for match in _DAY_MONTH_YEAR.finditer(text):
         if free(match):
-            tokens += _valid_day(int(match[3]), _MONTHS[match[2].lower()], int(match[1]))
+            add(match, _valid_day(int(match[3]), _MONTHS[match[2].lower()], int(match[1])))
     for match in _MONTH_DAY_YEAR.finditer(text):
         if free(match):
-            tokens += _valid_day(int(match[3]), _MONTHS[match[1].lower()], int(match[2]))
+            add(match, _valid_day(int(match[3]), _MONTHS[match[1].lower()], int(match[2])))
     for match in _MONTH_YEAR.finditer(text):
         if free(match):
-            tokens += month_tokens(int(match[2]), _MONTHS[match[1].lower()])
+            add(match, month_tokens(int(match[2]), _MONTHS[match[1].lower()]))
     for match in _YEAR.finditer(text):
         if free(match):
-            tokens.append(f"@{match[1]}")
+            add(match, [f"@{match[1]}"])
     for match in _DAY_MONTH.finditer(text):
         if not _modal(text, match, 2) and free(match):
-            tokens += _yearless_day(_MONTHS[match[2].lower()], int(match[1]))
+            add(match, _yearless_day(_MONTHS[match[2].lower()], int(match[1])))
     for match in _MONTH_DAY.finditer(text):
         if not _modal(text, match, 1) and free(match):
-            tokens += _yearless_day(_MONTHS[match[1].lower()], int(match[2]))
+            add(match, _yearless_day(_MONTHS[match[1].lower()], int(match[2])))
     for match in _IN_MONTH.finditer(text):
         if free(match):
-            tokens.append(f"{PREFIX}--{_MONTHS[match[1].lower()]:02d}")
+            add(match, [f"{PREFIX}--{_MONTHS[match[1].lower()]:02d}"])
     for match in _RELATIVE_ANY_CASE.finditer(text):
         if free(match):
+            # no span: the words of a relative phrase ("4 years ago") stay searchable, as the
+            # record that says them resolves them from its own day, not from today
             tokens += _week_asked(match, now.date()) or _resolve(match, now.date())
-    return list(dict.fromkeys(tokens))
+    return list(dict.fromkeys(tokens)), spans
 
 
 def _week_asked(match: re.Match[str], today: date) -> list[str]:

@@ -120,11 +120,17 @@ class SearchIndex:
         return encode_terms((ids[term], count) for term, count in counts.items())
 
     def query_words(self, text: str, now: float | None = None) -> list[str]:
-        """A query's terms, repeats kept; with `now`, the dates it names (search/dates.py) too."""
-        terms = self.analyzer.terms(text)
-        if now is not None:
-            terms += dates.query_tokens(text, datetime.fromtimestamp(now, self.zone))
-        return terms
+        """A query's terms, repeats kept; with `now`, the dates it names (search/dates.py) too.
+
+        The words of an absolute date are left out once its date tokens stand for it: a day's or
+        year's number would otherwise match any number ("Feb 9" finding "ruff 0.1.9").
+        """
+        if now is None:
+            return self.analyzer.terms(text)
+        found, spans = dates.query_dates(text, datetime.fromtimestamp(now, self.zone))
+        for start, end in spans:
+            text = text[:start] + " " * (end - start) + text[end:]
+        return self.analyzer.terms(text) + found
 
     def query_terms(self, text: str, now: float | None = None) -> list[int]:
         """Known term ids of a query, repeats kept (as rank-bm25 scores repeated query words)."""
@@ -233,6 +239,27 @@ class SearchIndex:
             return []
         found = partition.search(terms, low, limit, now, vector)
         return [Hit(key, self._kind_of(partition, key), score, at) for key, score, at in found]
+
+    def search_among(
+        self, project: str, host: str, query: str, flt: SearchFilter, limit: int, now: float | None = None
+    ) -> list[Hit]:
+        """The best `limit` documents of `project` (global lessons) for `query`, scored as if they
+        were part of `host`'s partition, so their scores rank among `host`'s hits.
+
+        A small partition's own statistics would score them on a scale of their own (in a few
+        documents every word is common, so idf is low or floored). Here each scores as a record
+        of `host` would: its idf and average length (a term it lacks: as if the documents holding
+        it joined it), as a record outside any session (search/ranking.py's `lone_factor`), with
+        the bounded boosts.
+        """
+        guest, home = self._partitions.get(project), self._partitions.get(host)
+        if home is None or not home.n_docs or guest is None or guest is home:
+            return self.search(project, query, flt, limit, now)
+        low = self._low_filter(flt)
+        if low is None or limit <= 0:
+            return []
+        found = guest.search_as_guest(home, Counter(self.query_terms(query, now)), low, limit, now, self._date_terms)
+        return [Hit(key, self._kind_of(guest, key), score, at) for key, score, at in found]
 
     # -- vectors ----------------------------------------------------------------------------------
 

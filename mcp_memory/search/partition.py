@@ -8,7 +8,7 @@ corpus following the positive ones; given a query vector, it is fused with the c
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from collections.abc import Set as AbstractSet
 
 import numpy as np
@@ -16,11 +16,14 @@ import numpy.typing as npt
 
 from mcp_memory.search.bm25 import BM25Model, BM25Params, FloatArray
 from mcp_memory.search.docstore import Filter, IntArray
+from mcp_memory.search.postings import decode_terms
 from mcp_memory.search.ranking import (
     Ranked,
     RankParams,
     boosted,
     contenders,
+    joined_idf,
+    lone_factor,
     reciprocal_rank_fusion,
     rerank_pool,
     with_context,
@@ -87,6 +90,42 @@ class Partition(BM25Model):
         lexical = self._lexical(query, flt, max(limit, FUSION_DEPTH), now) if query else []
         fused = reciprocal_rank_fusion([(lexical, 1.0), (semantic, self.rank.vector_weight)], self.rank.rrf_k)
         return fused[:limit]
+
+    def search_as_guest(
+        self,
+        host: BM25Model,
+        repeats: Mapping[int, int],
+        flt: Filter,
+        limit: int,
+        now: float | None,
+        date_terms: AbstractSet[int],
+    ) -> Ranked:
+        """Top `limit` (key, score, at) of this partition's documents holding a query term, each
+        scored as a record of `host` would be: `host`'s idf and average length (a term `host` lacks:
+        as if the documents holding it joined it), as a record outside any session, boosted."""
+        keys = self.containing_any(sorted(repeats), flt)
+        k1, b = self.params.k1, self.params.b
+        avgdl = host.total_len / host.n_docs
+        idf = {t: host.idf(t) if host.df.get(t) else joined_idf(host.n_docs, self.df.get(t, 0)) for t in repeats}
+        ranked: list[tuple[float, float, str]] = []
+        weak: list[tuple[int, float, str]] = []  # matches scoring <= 0 (tiny corpora), as search has them
+        for key in keys:
+            blob, attrs = self.blobs[self.local[key]], self.attrs_of(key)
+            if blob is None or attrs is None:
+                continue
+            terms = decode_terms(blob)
+            words = np.fromiter((t not in date_terms for t in terms["t"].tolist()), bool, len(terms))
+            norm = k1 * (1 - b + b * float(terms["f"][words].sum()) / avgdl)
+            raw = sum(repeats[t] * idf[t] * f * (k1 + 1) / (f + norm) for t, f in terms.tolist() if t in repeats)
+            at = np.array([attrs.at])
+            score = boosted(np.array([raw * lone_factor(self.rank)]), np.array([attrs.weight]), at, now, self.rank)
+            if score[0] > 0:
+                ranked.append((float(score[0]), attrs.at, key))
+            else:
+                weak.append((sum(t in repeats for t in terms["t"].tolist()), attrs.at, key))
+        ranked.sort(key=lambda r: (-r[0], -r[1], r[2]))
+        weak.sort(key=lambda r: (-r[0], -r[1], r[2]))
+        return [(key, score, at) for score, at, key in [*ranked, *((0.0, at, key) for _, at, key in weak)][:limit]]
 
     def _semantic(self, vector: npt.NDArray[np.float32], flt: Filter, depth: int, now: float | None) -> Ranked:
         """The documents closest to `vector` (cosine), with the importance and recency boosts."""

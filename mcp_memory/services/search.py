@@ -131,8 +131,17 @@ class SearchService(Service):
         vector = await self.query_vector(query)
         now = self.now().timestamp()
         depth = limit
+        index = self.deps.index
         while True:
-            ranked = [self.deps.index.search(scope, query, f, depth, now=now, vector=vector) for scope, f in searches]
+            ranked = [
+                # Global lessons are scored with the project's statistics joined to theirs: their
+                # partition's own (a few lessons) would leave them on a scale of their own. Fused
+                # with vectors, every score is a reciprocal rank and comparable as it is.
+                index.search_among(scope, project, query, f, depth, now=now)
+                if scope != project and vector is None
+                else index.search(scope, query, f, depth, now=now, vector=vector)
+                for scope, f in searches
+            ]
             found = sorted((h for hits in ranked for h in hits), key=lambda h: -h.score)  # ties: the project first
             hits = await self._render(conn, project, found, neighbours)
             if episodic_types is not None:
