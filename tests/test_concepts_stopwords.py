@@ -29,3 +29,34 @@ async def test_names_keep_their_words_but_lose_stop_words_and_abbreviations(clie
     )
 
     assert saved["concepts"] == ["alice smith", "bob jones", "beatles"]
+
+
+async def test_an_error_messages_repeated_words_are_not_its_concepts(client: Client) -> None:
+    refused = await call(
+        client,
+        "memory_observe",
+        type="error",
+        content=(
+            'alembic upgrade head failed: psycopg.OperationalError: connection to server at "localhost", '
+            "port 5432 failed: Connection refused. Is the server running on that host?"
+        ),
+    )
+    missing = await call(
+        client,
+        "memory_observe",
+        type="error",
+        content="pytest failed: OSError: cannot load library 'pango': cannot open shared object file: No such file.",
+    )
+
+    assert refused["concepts"] == ["psycopg.operationalerror"]
+    assert missing["concepts"] == ["oserror"]  # an acronym-led class name is an identifier
+
+
+async def test_a_word_said_three_times_beside_an_identifier_is_a_concept(client: Client) -> None:
+    saved = await call(
+        client,
+        "memory_observe",
+        content="The invoice_service retries invoices; invoices that fail go to a queue; invoices are audited.",
+    )
+
+    assert saved["concepts"] == ["invoice_service", "invoices"]

@@ -67,6 +67,7 @@ async def test_crystallize_over_stdio_uses_the_clients_model_then_falls_back_wit
         "Errors and fixes:",
         "- The deploy failed: migration 0042 timed out on the orders table. -> fixed: Raised the statement "
         "timeout for migrations; the orders deploy went through.",
+        "Concepts: sqlite",
     ]
     assert listed["with-model"]["summary"] == redacted
     assert SECRET not in str(listed)

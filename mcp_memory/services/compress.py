@@ -45,7 +45,8 @@ _SIGNAL = re.compile(
 )  # matched against lower-cased text: IGNORECASE makes Python's re try the alternation at every position
 _DIGIT = re.compile(r"\d")
 _IDENTIFIER = re.compile(
-    r"\b(?:[a-z]+[A-Z]\w*|[A-Z][a-z0-9]+(?:[A-Z][A-Za-z0-9]*)+|[A-Za-z]+_\w+|[A-Za-z_]\w*(?:\.[A-Za-z_]\w*){1,})\b"
+    r"\b(?:[a-z]+[A-Z]\w*|[A-Z][a-z0-9]+(?:[A-Z][A-Za-z0-9]*)+|[A-Z]{2,}[a-z]{2,}\w*|[A-Za-z]+_\w+"
+    r"|[A-Za-z_]\w*(?:\.[A-Za-z_]\w*){1,})\b"
 )
 _PATH = re.compile(
     r"(?<![\w@])(?:~?/|\.{1,2}/)?(?:[\w.-]+/)*[\w-]+\.(?:py|pyi|js|mjs|ts|tsx|jsx|md|rst|json|toml|ya?ml|"
@@ -148,7 +149,10 @@ def extract_concepts(text: str, exclude: Sequence[str] = ()) -> list[str]:
     found += extract_identifiers(text)
     found += _names(text)
     words = Counter(w for w in _WORD.findall(text.casefold()) if w not in STOP_WORDS)
-    found += [w for w, n in words.most_common() if n >= 2]
+    # Beside identifiers or names, a word said twice is how an error message reads ("connection to
+    # server ... failed: Connection refused ... server running?"), not its topic: it takes three.
+    least = 3 if found else 2
+    found += [w for w, n in words.most_common() if n >= least]
     folded = (c.casefold() for c in found)
     concepts = [c for c in folded if c not in skip and not any(c in e for e in skip)]
     return _dedupe(concepts, MAX_CONCEPTS)
