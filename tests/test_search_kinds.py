@@ -135,3 +135,26 @@ async def test_the_numbers_of_a_date_in_the_query_are_not_searched_as_words(clie
 
     assert [hit["id"] for hit in on_the_day["hits"]] == [release["id"]]
     assert versions["id"] not in [hit["id"] for hit in other_day["hits"]]
+
+
+async def test_an_error_hit_names_the_fix_its_session_recorded_after_it(client: Client) -> None:
+    said = [
+        ("error", "pytest failed: KeyError 'AT' in the tax registry lookup"),
+        ("note", "Lunch break."),
+        ("fix", "Registered the Austrian rule in the REGISTRY; test_reverse_charge passes."),
+        ("error", "mypy complains the TaxRule protocol lacks rate_for"),
+    ]
+    ids, session_id = [], None
+    for kind, content in said:
+        found = await call(client, "memory_observe", type=kind, content=content, session_id=session_id)
+        session_id = found["session_id"]
+        ids.append(found["id"])
+
+    for tool in ("memory_recall", "memory_smart_search"):
+        hits = {h["id"]: h for h in (await call(client, tool, query="how did we fix the KeyError AT"))["hits"]}
+        assert hits[ids[0]]["fixed_by"] == {
+            "id": ids[2],
+            "text": "Registered the Austrian rule in the REGISTRY; test_reverse_charge passes.",
+        }
+    unfixed = (await call(client, "memory_recall", query="TaxRule protocol rate_for"))["hits"]
+    assert [(h["id"], h["fixed_by"]) for h in unfixed][:1] == [(ids[3], None)]

@@ -123,6 +123,13 @@ class TimelineResult(BaseModel):
     entries: list[TimelineEntry]
 
 
+class FixRef(BaseModel):
+    """The fix recorded after an error in its session."""
+
+    id: PublicId
+    text: str
+
+
 class Hit(BaseModel):
     """A compact search hit: enough to decide whether to fetch the full record."""
 
@@ -138,6 +145,9 @@ class Hit(BaseModel):
     created_at: str | None = None
     context: list[str] = Field(
         default_factory=list, description="Neighbouring turns of the same session, when asked for."
+    )
+    fixed_by: FixRef | None = Field(
+        None, description="For an error: the fix recorded after it in its session (as its summary pairs them)."
     )
 
 

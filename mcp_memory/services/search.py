@@ -8,7 +8,8 @@ from dataclasses import replace
 from mcp_memory.db import Conn
 from mcp_memory.errors import InvalidInputError
 from mcp_memory.ids import kind_of, public_id
-from mcp_memory.models.results import Hit, RecallResult, SmartSearchResult
+from mcp_memory.models.records import Observation
+from mcp_memory.models.results import FixRef, Hit, RecallResult, SmartSearchResult
 from mcp_memory.repositories.actions import ActionRepository
 from mcp_memory.repositories.lessons import LessonRepository
 from mcp_memory.repositories.memories import MemoryRepository
@@ -20,6 +21,7 @@ from mcp_memory.search.index import Hit as IndexHit
 from mcp_memory.search.index import SearchFilter
 from mcp_memory.services.common import GLOBAL_PROJECT, Deps, Service, epoch_or_none, time_window
 from mcp_memory.services.compress import compact_line, shorten
+from mcp_memory.services.fixes import pair_fixes
 from mcp_memory.services.lessons import LessonService
 
 EPISODIC_KINDS = frozenset({"observation", "session"})
@@ -195,6 +197,19 @@ class SearchService(Service):
         }  # fmt: skip
         into.missing = [i for i in ids if public_id(i) not in found]
 
+    async def _pair_fixes(
+        self, observations: ObservationRepository, errors: Sequence[Hit], found: Sequence[Observation]
+    ) -> None:
+        """Name on each error hit the fix its session recorded after it: asked how something was
+        fixed, a search matches the error's words, which the fix seldom repeats."""
+        by_id = {o.id: o for o in found}
+        for session_id in dict.fromkeys(hit.session_id for hit in errors if hit.session_id):
+            mine = [by_id[hit.id] for hit in errors if hit.session_id == session_id]
+            paired = pair_fixes(self.deps.index.analyzer, mine, await observations.in_session(session_id))
+            for hit in errors:
+                if (fix := paired.get(hit.id)) is not None:
+                    hit.fixed_by = FixRef(id=fix.id, text=shorten(fix.content, 200))
+
     async def _render(self, conn: Conn, project: str, found: Sequence[IndexHit], neighbours: int = 0) -> list[Hit]:
         """Compact hits for index results, in rank order; records deleted meanwhile are skipped."""
         ids_by_kind: dict[str, list[str]] = {}
@@ -202,7 +217,8 @@ class SearchService(Service):
             ids_by_kind.setdefault(hit.kind, []).append(hit.doc_id)
         rendered: dict[str, Hit] = {}
         observations = ObservationRepository(conn)
-        for obs in await observations.get_many(ids_by_kind.get("observation", []), project):
+        found_obs = await observations.get_many(ids_by_kind.get("observation", []), project)
+        for obs in found_obs:
             around = await observations.neighbours(obs.session_id, obs.seq, neighbours) if neighbours else []
             rendered[obs.id] = Hit(
                 id=obs.id,
@@ -217,6 +233,7 @@ class SearchService(Service):
                 created_at=obs.created_at,
                 context=[f"{other.seq - obs.seq:+d}: {shorten(other.content, 200)}" for other in around],
             )
+        await self._pair_fixes(observations, [rendered[o.id] for o in found_obs if o.type == "error"], found_obs)
         for mem in await MemoryRepository(conn).get_many(ids_by_kind.get("memory", []), project):
             rendered[mem.id] = Hit(
                 id=mem.id,
