@@ -51,13 +51,15 @@ async def test_recall_says_when_its_filters_left_out_what_matches(client: Client
         )
 
 
-async def test_a_search_with_hits_or_with_nothing_anywhere_gives_no_hint(client: Client) -> None:
-    await call(client, "memory_observe", content="The proxy listens on port 8080.")
+async def test_a_search_with_hits_gives_no_hint_and_one_with_unknown_words_names_them(client: Client) -> None:
+    await call(client, "memory_observe", content="The proxy listens on port 8080 behind elasticsearch.")
 
     found = await call(client, "memory_recall", query="proxy")
-    nothing = await call(client, "memory_recall", query="zanzibar")
-
     assert len(found["hits"]) == 1
-    assert "hint" not in found or found["hint"] is None
-    assert nothing["hits"] == []
-    assert nothing.get("hint") is None
+    assert found.get("hint") is None
+    for tool in ("memory_recall", "memory_smart_search"):
+        nothing = await call(client, tool, query="what about elasticserach decomission?")
+        assert nothing["hits"] == []
+        assert nothing["hint"] == (
+            "No record holds 'elasticserach', 'decomission': check the spelling, or try other words for it."
+        )

@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from mcp_memory.db import Row
 from mcp_memory.errors import NotFoundError
 from mcp_memory.models.records import Observation
-from mcp_memory.repositories.base import Repository, dump_json, placeholders, row_dict
+from mcp_memory.repositories.base import ID_CHUNK, Repository, chunked, dump_json, placeholders, row_dict
 
 _COLUMNS = (
     "id, project, session_id, agent_id, seq, type, title, content, facts, concepts, files, importance, "
@@ -142,6 +142,17 @@ class ObservationRepository(Repository):
             (session_id, seq - width, seq + width, seq),
         )
         return [_obs(r) for r in rows]
+
+    async def windows(self, spans: Sequence[tuple[str, int, int]]) -> list[Observation]:
+        """Observations at positions `first`..`last` of each (session, first, last), by session and
+        position; one statement for them all (a search asks for a few)."""
+        found: list[Observation] = []
+        for chunk in chunked(spans, ID_CHUNK // 3):
+            where = " OR ".join(["(session_id = ? AND seq BETWEEN ? AND ?)"] * len(chunk))
+            params = [value for span in chunk for value in span]
+            rows = await self.conn.fetchall(f"SELECT {_COLUMNS} FROM observations WHERE {where}", params)
+            found += [_obs(r) for r in rows]
+        return sorted(found, key=lambda o: (o.session_id, o.seq))
 
     async def in_session(self, session_id: str) -> list[Observation]:
         """Every observation of a session, in order."""

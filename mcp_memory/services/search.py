@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import replace
 
@@ -26,6 +27,8 @@ from mcp_memory.services.lessons import LessonService
 
 EPISODIC_KINDS = frozenset({"observation", "session"})
 SEARCHABLE_KINDS = frozenset({"observation", "session", "memory", "lesson"})
+FIX_WINDOW = 12
+"""How many observations after an error hit a search reads to find the fix its session recorded."""
 _NO_WORDS = (
     "The query has no word to search for (stop words such as 'what' or 'the', punctuation and single letters are "
     "left out): name the thing, person, file or date you are looking for."
@@ -104,7 +107,8 @@ class SearchService(Service):
         async with self.db.read(snapshot=False) as conn:  # hits are rendered one by one anyway
             if searched:
                 result.hits = await self._search(conn, project, searched, SearchFilter(kinds=wanted), limit)
-                result.hint = None if result.hits or self._searchable(searched) else _NO_WORDS
+                if not result.hits:
+                    result.hint = self._unknown_hint(project, searched) if self._searchable(searched) else _NO_WORDS
             if ids:
                 await self._fetch(conn, project, list(dict.fromkeys(ids)), result)
         return result
@@ -171,7 +175,22 @@ class SearchService(Service):
         if found:
             kinds = " and ".join(sorted({_PLURAL[hit.kind] for hit in found}))
             return f"Nothing of the kinds recall searches matched, but {kinds} do: ask memory_smart_search."
-        return None
+        return self._unknown_hint(project, query)
+
+    def _unknown_hint(self, project: str, query: str) -> str | None:
+        """Which of the query's words no record of the project holds (a typo, most often), if any."""
+        index = self.deps.index
+        partition, vocab = index.partition(project), index.vocab
+        unknown = [
+            word
+            for word in dict.fromkeys(re.findall(r"[\w.\-/]+", query))
+            if (terms := index.analyzer.terms(word))
+            and not any(partition is not None and partition.df.get(vocab.get(t, -1)) for t in terms)
+        ]
+        if not unknown:
+            return None
+        listed = ", ".join(repr(w) for w in unknown[:8])
+        return f"No record holds {listed}: check the spelling, or try other words for it."
 
     async def _fetch(self, conn: Conn, project: str, ids: list[str], into: SmartSearchResult) -> None:
         by_kind: dict[str, list[str]] = {}
@@ -202,13 +221,24 @@ class SearchService(Service):
     ) -> None:
         """Name on each error hit the fix its session recorded after it: asked how something was
         fixed, a search matches the error's words, which the fix seldom repeats."""
-        by_id = {o.id: o for o in found}
-        for session_id in dict.fromkeys(hit.session_id for hit in errors if hit.session_id):
-            mine = [by_id[hit.id] for hit in errors if hit.session_id == session_id]
-            paired = pair_fixes(self.deps.index.analyzer, mine, await observations.in_session(session_id))
-            for hit in errors:
-                if (fix := paired.get(hit.id)) is not None:
-                    hit.fixed_by = FixRef(id=fix.id, text=shorten(fix.content, 200))
+        by_session: dict[str, list[Observation]] = {}
+        for obs in found:
+            if obs.type == "error":
+                by_session.setdefault(obs.session_id, []).append(obs)
+        if not by_session:
+            return
+        # The fix follows soon: a window after the errors, read in one statement for every session,
+        # not whole sessions (a session of thousands would cost every query).
+        spans = [(s, min(o.seq for o in e), max(o.seq for o in e) + FIX_WINDOW) for s, e in by_session.items()]
+        windows: dict[str, list[Observation]] = {}
+        for obs in await observations.windows(spans):
+            windows.setdefault(obs.session_id, []).append(obs)
+        paired: dict[str, Observation] = {}
+        for session_id, mine in by_session.items():
+            paired |= pair_fixes(self.deps.index.analyzer, mine, windows.get(session_id, []))
+        for hit in errors:
+            if (fix := paired.get(hit.id)) is not None:
+                hit.fixed_by = FixRef(id=fix.id, text=shorten(fix.content, 200))
 
     async def _render(self, conn: Conn, project: str, found: Sequence[IndexHit], neighbours: int = 0) -> list[Hit]:
         """Compact hits for index results, in rank order; records deleted meanwhile are skipped."""
