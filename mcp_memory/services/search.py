@@ -217,7 +217,7 @@ class SearchService(Service):
         into.missing = [i for i in ids if public_id(i) not in found]
 
     async def _pair_fixes(
-        self, observations: ObservationRepository, errors: Sequence[Hit], found: Sequence[Observation]
+        self, observations: ObservationRepository, found: Sequence[Observation], rendered: dict[str, Hit]
     ) -> None:
         """Name on each error hit the fix its session recorded after it: asked how something was
         fixed, a search matches the error's words, which the fix seldom repeats."""
@@ -236,9 +236,8 @@ class SearchService(Service):
         paired: dict[str, Observation] = {}
         for session_id, mine in by_session.items():
             paired |= pair_fixes(self.deps.index.analyzer, mine, windows.get(session_id, []))
-        for hit in errors:
-            if (fix := paired.get(hit.id)) is not None:
-                hit.fixed_by = FixRef(id=fix.id, text=shorten(fix.content, 200))
+        for error_id, fix in paired.items():
+            rendered[error_id].fixed_by = FixRef(id=fix.id, text=shorten(fix.content, 200))
 
     async def _render(self, conn: Conn, project: str, found: Sequence[IndexHit], neighbours: int = 0) -> list[Hit]:
         """Compact hits for index results, in rank order; records deleted meanwhile are skipped."""
@@ -263,7 +262,7 @@ class SearchService(Service):
                 created_at=obs.created_at,
                 context=[f"{other.seq - obs.seq:+d}: {shorten(other.content, 200)}" for other in around],
             )
-        await self._pair_fixes(observations, [rendered[o.id] for o in found_obs if o.type == "error"], found_obs)
+        await self._pair_fixes(observations, found_obs, rendered)
         for mem in await MemoryRepository(conn).get_many(ids_by_kind.get("memory", []), project):
             rendered[mem.id] = Hit(
                 id=mem.id,
