@@ -41,6 +41,7 @@ from typing import Any
 
 import numpy as np
 from _common import code_version, load_note, machine, ms, pct, table
+from _typos import with_typo
 
 REPO = Path(__file__).resolve().parent.parent
 DEFAULT_DATA = REPO.parent / "shared" / "data" / "locomo"
@@ -264,6 +265,7 @@ class Variant:
     overrides: dict[str, Any] = field(default_factory=dict)
     provider: Any = None  # an EmbeddingProvider: the hybrid rows
     patch: Callable[[], Callable[[], None]] | None = None  # switches a step off; returns the undo
+    ask: Callable[[str], str] | None = None  # the question as this variant asks it
 
 
 async def ours_run(
@@ -301,11 +303,14 @@ async def ours_run(
                     await _until_embedded(client)
                     embed_s = max(embed_s, time.perf_counter() - started)
                 scores, times = Scores(), []
+                ask = variant.ask or (lambda text: text)
                 for conv in conversations:
                     for q in conv.questions:
                         start = time.perf_counter()
                         found = await _call(
-                            client, "memory_recall", {"query": q.text, "limit": LIMIT, "project": f"locomo-{conv.cid}"}
+                            client,
+                            "memory_recall",
+                            {"query": ask(q.text), "limit": LIMIT, "project": f"locomo-{conv.cid}"},
                         )
                         times.append(time.perf_counter() - start)
                         scores.add(q.category, [hit.get("ref") for hit in found["hits"]], q.evidence)
@@ -344,6 +349,15 @@ def _no_dates() -> Callable[[], None]:
     saved = dates.query_dates
     dates.query_dates = lambda text, now: ([], [])
     return lambda: setattr(dates, "query_dates", saved)
+
+
+def _no_respelling() -> Callable[[], None]:
+    """Ablation: search a word no record holds as it is typed, never as a known word beside it."""
+    from mcp_memory.search import spelling
+
+    saved = spelling.respell
+    spelling.respell = lambda text, holders, analyzer: spelling.Respelling(text)
+    return lambda: setattr(spelling, "respell", saved)
 
 
 def embedding_provider(kind: str, model: str | None, url: str) -> tuple[Any, str]:
@@ -499,6 +513,9 @@ def main() -> None:
         "--weights", default="0.1", help="comma-separated embedding weights to run hybrid with (e.g. 0.1,0.25,0.5,1)"
     )
     parser.add_argument("--ablation", action="store_true", help="also run with each ranking step switched off")
+    parser.add_argument(
+        "--typos", action="store_true", help="also ask each question with one typo in it (bench/_typos.py)"
+    )
     args = parser.parse_args()
 
     started = time.perf_counter()
@@ -523,6 +540,12 @@ def main() -> None:
             Variant("  without importance/recency", {"importance_boost": 0.0, "recency_boost": 0.0}),
             Variant("  without dates in queries", patch=_no_dates),
             Variant("  with rank-bm25's k1 1.5, b 0.75", {"bm25_k1": 1.5, "bm25_b": 0.75}),
+            Variant("  without respelling unknown words", patch=_no_respelling),
+        ]
+    if args.typos:
+        variants += [
+            Variant("  questions with a typo", ask=with_typo),
+            Variant("  questions with a typo, without respelling", patch=_no_respelling, ask=with_typo),
         ]
     with tempfile.TemporaryDirectory(prefix="mcp-memory-locomo-") as folder:
         ours, observe_times, embed_s = asyncio.run(ours_run(conversations, Path(folder) / "memory.db", variants))

@@ -58,8 +58,8 @@ async def test_a_search_with_hits_gives_no_hint_and_one_with_unknown_words_names
     assert len(found["hits"]) == 1
     assert found.get("hint") is None
     for tool in ("memory_recall", "memory_smart_search"):
-        nothing = await call(client, tool, query="what about elasticserach decomission?")
+        nothing = await call(client, tool, query="what about opensearch decomission?")
         assert nothing["hits"] == []
         assert nothing["hint"] == (
-            "No record holds 'elasticserach', 'decomission': check the spelling, or try other words for it."
+            "No record holds 'opensearch', 'decomission': check the spelling, or try other words for it."
         )

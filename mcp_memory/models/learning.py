@@ -6,7 +6,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
-from mcp_memory.models.results import REDACTED_DESC, Redacted
+from mcp_memory.models.results import REDACTED_DESC, RESPELLED_DESC, Redacted
 
 LessonKind = Literal["lesson", "heuristic", "anti_pattern", "rule_works", "rule_avoid"]
 
@@ -55,6 +55,7 @@ class LessonRecallResult(BaseModel):
     project: str
     query: str | None
     lessons: list[LessonView]
+    hint: str | None = Field(None, description=RESPELLED_DESC)
 
 
 class DerivedLessons(BaseModel):

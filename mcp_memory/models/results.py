@@ -154,7 +154,8 @@ class Hit(BaseModel):
 QUERY_DESC = "The query, with private parts and secrets shown as removed (they are not searched for)."
 
 
-HINT_DESC = "When a query found nothing: why, and what to try instead."
+RESPELLED_DESC = "Which words of the query, held by no record, were searched respelled ('timeout' for 'tiemout')."
+HINT_DESC = f"{RESPELLED_DESC} When a query found nothing: why, and what to try instead."
 
 
 class RecallResult(BaseModel):

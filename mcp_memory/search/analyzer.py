@@ -68,6 +68,7 @@ class Analyzer:
     def __init__(self) -> None:
         self._stemmer = Stemmer.Stemmer("english")
         self._stemmer.maxCacheSize = 50_000
+        self._candidate_stemmer = Stemmer.Stemmer("english", 0)  # no cache: its words are mostly made up
         # One save analyses the same text up to three times (similarity check, supersession, index).
         self._recent = functools.lru_cache(maxsize=32)(self._analyse)
         # Words repeat (Zipf): remembering each raw token's terms spares splitting and stemming it again.
@@ -76,6 +77,19 @@ class Analyzer:
     def terms(self, text: str) -> list[str]:
         """Index terms of `text` in order, with repeats (term frequency matters to BM25)."""
         return list(self._recent(text))
+
+    def word_terms(self, words: list[str]) -> list[str | None]:
+        """The term each word of letters alone is indexed under (None for a stop word), as `terms`
+        would give it; nothing is remembered, so a burst of made-up words (the spelling candidates
+        of search/spelling.py) crowds neither memo."""
+        out: list[str | None] = []
+        for word in words:
+            word = (word if word.isascii() else _fold_accents(word)).casefold()
+            if word in STOP_WORDS or len(word) > _MAX_TERM or len(word) < 2 or not word.isalpha():
+                out.append(None)
+            else:
+                out.append(self._candidate_stemmer.stemWord(word))
+        return out
 
     def _analyse(self, text: str) -> tuple[str, ...]:
         out: list[str] = []

@@ -49,6 +49,9 @@ _NUMBERS = {
     "a couple of": 2,
 }
 
+WORDS = frozenset(_MONTHS) | frozenset(_WEEKDAYS) | {"yesterday", "today", "tonight", "weekend", "morning", "afternoon"}
+"""Words that name a time: a query's way of saying when, never a misspelling of a word about what."""
+
 _MONTH = "(" + "|".join(sorted(_MONTHS, key=len, reverse=True)) + r")\.?"
 _ISO = re.compile(r"\b(\d{4})-(\d{2})(?:-(\d{2}))?\b")
 _DAY_MONTH_YEAR = re.compile(rf"\b(\d{{1,2}})(?:st|nd|rd|th)?\s+(?:of\s+)?{_MONTH},?\s+(\d{{4}})\b", re.IGNORECASE)

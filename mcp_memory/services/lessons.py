@@ -21,6 +21,7 @@ from mcp_memory.models.records import Lesson
 from mcp_memory.repositories.lessons import LessonRepository
 from mcp_memory.repositories.meta import MetaRepository
 from mcp_memory.search.index import Hit, SearchFilter
+from mcp_memory.search.spelling import respell_query
 from mcp_memory.services.common import GLOBAL_PROJECT, Deps, Service
 from mcp_memory.services.index_docs import DocSpec
 from mcp_memory.services.lesson_identity import find_twin, fingerprint
@@ -282,12 +283,15 @@ class LessonService(Service):
         if query and not searched:
             return LessonRecallResult(project=project, query=shown, lessons=found)
         scopes = [project] + ([GLOBAL_PROJECT] if include_global and project != GLOBAL_PROJECT else [])
+        respelled = respell_query(self.deps.index, scopes, searched or "")
         for scope in scopes:
-            ranked = await self.ranked(scope, searched, task_type=task_type, kinds=kinds, limit=limit - len(found))
+            words = searched and respelled.text
+            ranked = await self.ranked(scope, words, task_type=task_type, kinds=kinds, limit=limit - len(found))
             found += ranked
             if len(found) >= limit:
                 break
-        return LessonRecallResult(project=project, query=shown, lessons=found)
+        hint = respelled.named_from((lesson.content for lesson in found), self.deps.index.analyzer).note()
+        return LessonRecallResult(project=project, query=shown, lessons=found, hint=hint)
 
     async def ranked(
         self,

@@ -20,6 +20,7 @@ from mcp_memory.repositories.sessions import SessionRepository
 from mcp_memory.repositories.slots import SlotRepository
 from mcp_memory.search.index import Hit as IndexHit
 from mcp_memory.search.index import SearchFilter
+from mcp_memory.search.spelling import Respelling, respell_query
 from mcp_memory.services.common import GLOBAL_PROJECT, Deps, Service, epoch_or_none, time_window
 from mcp_memory.services.compress import compact_line, shorten
 from mcp_memory.services.fixes import pair_fixes
@@ -68,6 +69,7 @@ class SearchService(Service):
             raise InvalidInputError("kinds", f"unknown kind {sorted(unknown)[0]!r}; use {sorted(SEARCHABLE_KINDS)}")
         start, end = time_window(since, until)
         shown, searched = self.scrubber().query(query)
+        respelled = respell_query(self.deps.index, _scopes(project, wanted), searched)
         if session_id is not None:
             async with self.db.read() as conn:
                 session_id = (await SessionRepository(conn).get(session_id, project)).id
@@ -83,9 +85,11 @@ class SearchService(Service):
             until=epoch_or_none(end),
         )
         async with self.db.read(snapshot=False) as conn:  # hits are rendered one by one anyway
-            hits = await self._search(conn, project, searched, flt, limit, neighbours, typed if mixed else None)
-            hint = None if hits else await self._recall_hint(conn, project, searched, flt, typed)
-        return RecallResult(project=project, query=shown, hits=hits, hint=hint)
+            hits = await self._search(
+                conn, project, respelled.text, flt, limit, neighbours, typed if mixed else None, typed_query=searched
+            )
+            hint = None if hits else await self._recall_hint(conn, project, respelled.text, flt, typed)
+        return RecallResult(project=project, query=shown, hits=hits, hint=_joined(self._named(respelled, hits), hint))
 
     async def smart_search(
         self,
@@ -104,11 +108,14 @@ class SearchService(Service):
         wanted = frozenset(kinds) if kinds else SEARCHABLE_KINDS
         if wanted - SEARCHABLE_KINDS:
             raise InvalidInputError("kinds", f"must be among {sorted(SEARCHABLE_KINDS)}")
+        respelled = respell_query(self.deps.index, _scopes(project, wanted), searched)
         async with self.db.read(snapshot=False) as conn:  # hits are rendered one by one anyway
             if searched:
-                result.hits = await self._search(conn, project, searched, SearchFilter(kinds=wanted), limit)
+                flt, words = SearchFilter(kinds=wanted), respelled.text
+                result.hits = await self._search(conn, project, words, flt, limit, typed_query=searched)
                 if not result.hits:
-                    result.hint = self._unknown_hint(project, searched) if self._searchable(searched) else _NO_WORDS
+                    result.hint = self._unknown_hint(project, words) if self._searchable(words) else _NO_WORDS
+                result.hint = _joined(self._named(respelled, result.hits), result.hint)
             if ids:
                 await self._fetch(conn, project, list(dict.fromkeys(ids)), result)
         return result
@@ -122,8 +129,13 @@ class SearchService(Service):
         limit: int,
         neighbours: int = 0,
         episodic_types: frozenset[str] | None = None,
+        *,
+        typed_query: str | None = None,
     ) -> list[Hit]:
         """The best `limit` hits of the project, with global lessons ranked in when lessons are searched.
+
+        `typed_query` is the query as typed when `query` respells it: what an embedding model reads,
+        as it has its own ways with a misspelt word and is better shown no respelling of a real one.
 
         Faded lessons are skipped, and with `episodic_types` so are observations of other types and
         session summaries (the index filters one set of subtypes for every kind, and memories must
@@ -134,7 +146,7 @@ class SearchService(Service):
         searches = [(project, flt)]
         if project != GLOBAL_PROJECT and (flt.kinds is None or "lesson" in flt.kinds):
             searches.append((GLOBAL_PROJECT, replace(flt, kinds=frozenset({"lesson"}))))
-        vector = await self.query_vector(query)
+        vector = await self.query_vector(typed_query or query)
         now = self.now().timestamp()
         depth = limit
         index = self.deps.index
@@ -155,6 +167,10 @@ class SearchService(Service):
             if len(hits) >= limit or depth >= MAX_DEPTH or all(len(r) < depth for r in ranked):
                 return hits[:limit]
             depth = min(depth * 4, MAX_DEPTH)
+
+    def _named(self, respelled: Respelling, hits: Sequence[Hit]) -> str | None:
+        """The note of a respelling, each replacement named as the records found write it."""
+        return respelled.named_from((f"{h.title} {h.snippet}" for h in hits), self.deps.index.analyzer).note()
 
     def _searchable(self, query: str) -> bool:
         """Whether `query` has a word (or a date) the index can look up."""
@@ -307,3 +323,13 @@ class SearchService(Service):
             for h in found
             if h.doc_id in rendered
         ]
+
+
+def _joined(*notes: str | None) -> str | None:
+    """The notes given, as one hint (None when there is none)."""
+    return " ".join(n for n in notes if n) or None
+
+
+def _scopes(project: str, kinds: frozenset[str]) -> list[str]:
+    """The projects whose records a search of `kinds` reads: global lessons join the project's lessons."""
+    return [project, GLOBAL_PROJECT] if "lesson" in kinds and project != GLOBAL_PROJECT else [project]
