@@ -119,3 +119,21 @@ async def test_an_embedding_model_reads_the_query_as_typed(settings: Settings, c
         found = await call(client, "memory_recall", query="tiemout")
     assert provider.calls == [["tiemout"]]
     assert found["hint"] == "Searched for 'timeout' in place of 'tiemout', which no record holds."
+
+
+async def test_a_misspelt_context_focus_puts_what_it_meant_first(client: Client) -> None:
+    await call(
+        client, "memory_save", content="Deploys go out on Tuesdays after the review", kind="fact", importance=0.9
+    )
+    await call(client, "memory_save", content="The busy timeout is five seconds", kind="fact", importance=0.2)
+    await call(client, "memory_lesson_save", content="Ship small changes")
+    await call(client, "memory_lesson_save", content="Raise the timeout before adding retries")
+    for arguments, first_lesson, first_memory in (
+        ({"query": "tiemout"}, "Raise the timeout", "The busy timeout"),
+        ({}, "Ship small changes", "Deploys go out"),  # unfocused: as ranked without a query
+    ):
+        text = (await call(client, "memory_context", **arguments))["text"]
+        lessons = text.split("## Lessons\n", 1)[1]
+        memories = text.split("## Memories\n", 1)[1]
+        assert lessons.startswith(f"- [lesson 0.50] {first_lesson}")
+        assert memories.startswith(f"- [fact] {first_memory}")

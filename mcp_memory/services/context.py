@@ -26,6 +26,7 @@ from mcp_memory.repositories.outcomes import MistakeCardRepository
 from mcp_memory.repositories.relations import RelationRepository
 from mcp_memory.repositories.sessions import SessionRepository
 from mcp_memory.search.index import SearchFilter
+from mcp_memory.search.spelling import respell_query
 from mcp_memory.services.common import GLOBAL_PROJECT, Deps, Service
 from mcp_memory.services.compress import counted, shorten
 from mcp_memory.services.insights import PREFERENCE_CHARS, InsightsService
@@ -98,14 +99,17 @@ class ContextService(Service):
         """
         budget = budget or self.settings.context_budget
         focus = self._focus(query, task_type)
+        # A misspelt word of the focus is searched as the known word beside it (search/spelling.py);
+        # an embedding model reads the focus as typed.
+        words = focus and respell_query(self.deps.index, [project, GLOBAL_PROJECT], focus).text
         profile = await self.insights.profile(project, top=8)
         sections = [
             await self._pinned(project),
             self._profile(profile),
-            await self._lessons(project, focus, task_type),
+            await self._lessons(project, words, task_type),
             await self._mistakes(project, task_type),
             await self._sessions(project),
-            await self._memories(project, focus, set(profile.preferences[:_PREFERENCES])),
+            await self._memories(project, focus, words, set(profile.preferences[:_PREFERENCES])),
         ]
         text = f"# Memory for project {project}\n"
         taken = _fill(sections, len(text), budget * CHARS_PER_TOKEN)
@@ -255,7 +259,7 @@ class ContextService(Service):
             section.items.append(_Item(line, s.id, title))
         return section
 
-    async def _memories(self, project: str, focus: str | None, in_profile: set[str]) -> _Section:
+    async def _memories(self, project: str, focus: str | None, words: str | None, in_profile: set[str]) -> _Section:
         section = _Section("memories", "\n## Memories\n", share=10)
         vector = await self.query_vector(focus) if focus else None
         limit = 10 * _POOL
@@ -264,7 +268,12 @@ class ContextService(Service):
             memories = await repo.important(project, limit)
             if focus:
                 hits = self.deps.index.search(
-                    project, focus, SearchFilter(kinds=frozenset({"memory"})), limit, self.now().timestamp(), vector
+                    project,
+                    words or "",
+                    SearchFilter(kinds=frozenset({"memory"})),
+                    limit,
+                    self.now().timestamp(),
+                    vector,
                 )
                 memories = _unique(await repo.get_many([h.doc_id for h in hits], project) + memories)[:limit]
             edges = await RelationRepository(conn).touching(project, [m.id for m in memories], "both", ["contradicts"])
