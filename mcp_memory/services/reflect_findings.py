@@ -55,60 +55,111 @@ def recurring_errors(
     observations: Sequence[Observation], analyzer: Analyzer, settings: Settings, outcomes: Sequence[Outcome] = ()
 ) -> list[Finding]:
     """Anti-pattern candidates: errors whose words recur, each with the fix that followed one of them
-    and, when failed `outcomes` had a similar error, their task type."""
+    and, when failed `outcomes` had a similar error, their task type.
+
+    Two errors recur when their words overlap by `settings.similarity`, or the errors they state do
+    (`error_signature`): one missing module hit by `pytest` and by `python -m app` is one error, and
+    the anti-pattern then names that error rather than the first command that hit it (as it does
+    when the first error's title leaves the error out, as a traceback's first line does).
+    """
     errors = [o for o in observations if o.type == "error"]
-    clusters: list[list[Observation]] = []
-    words = {o.id: frozenset(analyzer.terms(f"{o.title} {' '.join(o.facts)}")) for o in errors}
-    # Each error joins the first cluster whose first error's words overlap its own by the threshold
-    # (Jaccard, as services/common.jaccard computes it). The words it shares with each cluster's
-    # first error are counted through an inverted list of those words: only clusters sharing a word
-    # can reach a threshold above 0, and counting is far cheaper than comparing every cluster's set.
-    heads_by_word: dict[str, list[int]] = defaultdict(list)
-    for error in errors:
-        mine = words[error.id]
-        shared: Counter[int] = Counter()
-        for word in mine:
-            shared.update(heads_by_word.get(word, ()))
-        home = next(
-            (
-                i
-                for i in sorted(shared)
-                if shared[i] / (len(mine) + len(words[clusters[i][0].id]) - shared[i]) >= settings.similarity
-            ),
-            None,
-        )
-        if home is None:
-            for word in mine:
-                heads_by_word[word].append(len(clusters))
-            clusters.append([error])
-        else:
-            clusters[home].append(error)
+    said = {o.id: _error_text(o) for o in errors}
+    signatures = {o.id: error_signature(o.content) for o in errors}
+    clusters = _cluster(
+        errors,
+        [
+            {o.id: frozenset(analyzer.terms(f"{o.title} {' '.join(o.facts)}")) for o in errors},
+            {o.id: frozenset(analyzer.terms(sig)) for o in errors if (sig := signatures[o.id]) is not None},
+        ],
+        settings.similarity,
+    )
     learned = []
     failed = [(o, frozenset(analyzer.terms(o.error))) for o in outcomes if not o.success and o.error]
-    for cluster in clusters:
+    for cluster, by_signature in clusters:
         if len(cluster) < settings.anti_pattern_min_failures:
             continue
-        said = _error_text(cluster[0])
+        # Named by what the first error says, unless its errors recur by the error they state or
+        # what it says leaves that out (a traceback's first line): then by that error.
+        first, stated = said[cluster[0].id], signatures[cluster[0].id]
+        error = stated if stated is not None and (by_signature or stated not in first) else first
         found = _first_fix(cluster, observations, analyzer)
         fix = shorten(found.title, 160) if found is not None else None
-        mine = frozenset(analyzer.terms(said))
+        mine = frozenset(analyzer.terms(error))
         # Failed outcomes with this error tell its task type, and which anti-pattern it may already be.
         alike = [o for o, theirs in failed if jaccard(mine, theirs) >= settings.similarity]
         task_types = Counter(o.task_type for o in alike).most_common(1)
         learned.append(
             Finding(
-                ERROR_PREFIX + shorten(said, ERROR_CHARS),
+                ERROR_PREFIX + shorten(error, ERROR_CHARS),
                 kind="anti_pattern",
                 context=seen_context(len(cluster), fix),
                 evidence=[o.id for o in cluster],
                 confidence=min(0.95, 0.5 + 0.1 * (len(cluster) - 1)),
                 task_type=task_types[0][0] if task_types else None,
-                error=said,
+                error=error,
                 fix=fix,
                 outcomes=tuple(o.id for o in alike),
             )
         )
     return learned
+
+
+def _cluster(
+    errors: Sequence[Observation], views: Sequence[dict[str, frozenset[str]]], threshold: float
+) -> list[tuple[list[Observation], bool]]:
+    """Errors grouped: each joins the first group whose first error's words overlap its own by
+    `threshold` (Jaccard, as services/common.jaccard computes it) in any of `views` (word sets by
+    id; an error missing from a view is not compared in it). Each group comes with whether an error
+    joined it only through a later view.
+
+    The words an error shares with each group's first error are counted through an inverted list of
+    those words: only groups sharing a word can reach a threshold above 0, and counting is far
+    cheaper than comparing every group's set.
+    """
+    groups: list[tuple[list[Observation], bool]] = []
+    heads_by_word: list[dict[str, list[int]]] = [defaultdict(list) for _ in views]
+    for error in errors:
+        home: tuple[int, bool] | None = None
+        for n, (view, heads) in enumerate(zip(views, heads_by_word, strict=True)):
+            mine = view.get(error.id)
+            if mine is None:
+                continue
+            shared: Counter[int] = Counter()
+            for word in mine:
+                shared.update(heads.get(word, ()))
+            for i in sorted(shared):
+                theirs = view.get(groups[i][0][0].id, frozenset())
+                if shared[i] / (len(mine) + len(theirs) - shared[i]) >= threshold:
+                    if home is None or i < home[0]:
+                        home = (i, n > 0)
+                    break
+        if home is None:
+            for view, heads in zip(views, heads_by_word, strict=True):
+                for word in view.get(error.id, ()):
+                    heads[word].append(len(groups))
+            groups.append(([error], False))
+        else:
+            members, joined_later = groups[home[0]]
+            members.append(error)
+            groups[home[0]] = (members, joined_later or home[1])
+    return groups
+
+
+# Where an error states itself: an exception's name ("ModuleNotFoundError: No module named 'x'"),
+# or a tool's "error:" / "fatal:" / "panic:" ("error[E0308]: mismatched types", "fatal: not a git repository").
+_SIGNATURE = re.compile(r"\b[A-Z]\w*(?:Error|Exception)\b|\b(?:error|fatal|panic)(?:\[\w+\])?:")
+_SIGNATURE_TERMS = 3
+"""An error statement with fewer words than this ("ValueError" alone) says too little to match on."""
+
+
+def error_signature(text: str) -> str | None:
+    """The error an error observation states: from the last exception name or tool's "error:" in it
+    (a traceback ends with the one raised) that says enough, to the end of its line; else None."""
+    for found in reversed(list(_SIGNATURE.finditer(text))):
+        statement = " ".join(text[found.start() :].split("\n", 1)[0].split()).rstrip(".;,")
+        if len(re.findall(r"\w+", statement)) >= _SIGNATURE_TERMS:
+            return statement
+    return None
 
 
 def _error_text(error: Observation) -> str:
