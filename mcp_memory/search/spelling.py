@@ -4,11 +4,11 @@ A search for "tiemout" finds nothing where "timeout" is everywhere. Each word of
 least `MIN_LETTERS` letters whose term no searched record holds is compared with every string one
 slip of typing away (a letter left out or typed twice, a key beside the right one struck, two
 neighbours swapped: the kinds Damerau found in most misspellings); the candidate whose term the
-most records hold replaces it in the query. Shorter
-words are left alone (one edit from a short word is too often another word: "sing", "song"), and so
-are words that name a time ("march" is not "match") and words with capitals inside (`getUsrName`
-is an identifier, searched as it is). Only the searched records' words are candidates, so a
-respelling never tells of another project's records.
+most records hold replaces it in the query. Shorter words are left alone (one edit from a short
+word is too often another word: "sing", "song"), and so are words that name a time ("march" is
+not "match") and words with capitals inside (`getUsrName` is an identifier, searched as it is).
+Only the searched records' words are candidates, so a respelling never tells of another
+project's records.
 """
 
 from __future__ import annotations
