@@ -252,5 +252,9 @@ async def test_unknown_ids_in_removals_and_parent_filters_are_named(client: Clie
     assert "remove_depends_on: No action 'act_0000typo'" in removal
     assert "parent_id: No action 'act_0000typo'" in listing
     assert (await listed(client))[test]["depends_on"] == [build]
-    # an action that exists but is not a dependency: nothing to remove, nothing refused
-    assert (await update(client, test, remove_depends_on=[test]))["depends_on"] == [build]
+    # an action that exists but is not a dependency: refused too, a wrong id is a mistake either way
+    stray = await call_error(client, "memory_action_update", id=test, remove_depends_on=[test])
+    assert f"remove_depends_on: {test} is not a dependency of {test}" in stray
+    nothing = await call_error(client, "memory_action_update", id=test)
+    assert "id: nothing to change" in nothing
+    assert (await listed(client))[test]["depends_on"] == [build]

@@ -277,8 +277,9 @@ async def test_reopening_a_child_reopens_its_done_ancestors(client: Client) -> N
 
     assert reopened["action"]["status"] == "pending"
     assert reopened["also_changed"] == [parent["id"], root["id"]]
-    assert await status_of(client, parent["id"]) == "active"
-    assert await status_of(client, root["id"]) == "active"
+    # Nobody is working under them: they wait again, as pending.
+    assert await status_of(client, parent["id"]) == "pending"
+    assert await status_of(client, root["id"]) == "pending"
     listed = {a["id"]: a for a in (await call(client, "memory_action_list"))["actions"]}
     assert listed[root["id"]]["completed_at"] is None
 
@@ -294,8 +295,40 @@ async def test_reopening_stops_at_the_first_ancestor_that_is_not_done(client: Cl
     reopened = await update(client, child["id"], status="active")
 
     assert reopened["also_changed"] == [parent["id"]]
+    assert await status_of(client, parent["id"]) == "active"  # its child is being worked on
     assert await status_of(client, root["id"]) == "pending"
     assert await status_of(client, sibling["id"]) == "pending"
+
+
+async def test_a_reopened_parent_waiting_for_a_dependency_is_pending_not_active(client: Client) -> None:
+    dep = await create(client, "Design review")
+    parent = await create(client, "Ship feature", depends_on=[dep["id"]])
+    child = await create(client, "Write code", parent_id=parent["id"])
+    for action in (dep, child, parent):
+        await update(client, action["id"], status="done")
+    await update(client, dep["id"], status="pending")
+
+    reopened = await update(client, child["id"], status="active")
+
+    assert reopened["also_changed"] == [parent["id"]]
+    assert await status_of(client, parent["id"]) == "pending"
+    # Saying "active" again is checked like any change to active.
+    refused = await client.call_tool("memory_action_update", {"id": parent["id"], "status": "active"})
+    assert refused.is_error
+    assert "blocked by unfinished dependencies: " + dep["id"] in refused.content[0].text
+
+
+async def test_restating_active_for_a_blocked_action_is_refused(client: Client) -> None:
+    dep = await create(client, "Get access")
+    task = await create(client, "Deploy")
+    await update(client, task["id"], status="active")
+    await update(client, task["id"], add_depends_on=[dep["id"]])  # allowed: it only edits the action
+
+    refused = await client.call_tool("memory_action_update", {"id": task["id"], "status": "active"})
+
+    assert refused.is_error
+    assert dep["id"] in refused.content[0].text
+    assert await status_of(client, task["id"]) == "active"
 
 
 async def test_adding_a_child_to_a_done_parent_reopens_it(client: Client) -> None:
@@ -305,7 +338,7 @@ async def test_adding_a_child_to_a_done_parent_reopens_it(client: Client) -> Non
     created = await call(client, "memory_action_create", title="One more page", parent_id=parent["id"])
 
     assert created["also_changed"] == [parent["id"]]
-    assert await status_of(client, parent["id"]) == "active"
+    assert await status_of(client, parent["id"]) == "pending"  # nobody has started the new page
 
 
 async def test_moving_and_detaching_children(client: Client) -> None:

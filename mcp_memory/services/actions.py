@@ -1,9 +1,10 @@
 """Actions: work items with validated status changes, acyclic dependencies and a parent/child tree.
 
 Rules: an action cannot become active or done while a dependency is not done; a parent cannot be
-done while a child is still open; reopening a child (or adding one) reopens a done parent. So an
-action waits for its dependencies and its children, and a change that would make it wait for itself
-(a dependency cycle, or a child depending on its own ancestor) is refused. The frontier is every
+done while a child is still open; reopening a child (or adding one) reopens a done parent (active
+while that child is active and the parent waits for no dependency, else pending). So an action
+waits for its dependencies and its children, and a change that would make it wait for itself (a
+dependency cycle, or a child depending on its own ancestor) is refused. The frontier is every
 pending or active action whose dependencies are all done and that has no open children, by
 priority (highest first) then age (oldest first).
 """
@@ -106,6 +107,12 @@ class ActionService(Service):
             raise InvalidInputError("clear_parent", "cannot be combined with parent_id; give one or the other")
         if clear_due and due is not None:
             raise InvalidInputError("clear_due", "cannot be combined with due; give one or the other")
+        if not (
+            title is not None or description is not None or status is not None or priority is not None
+            or parent_id is not None or clear_parent or add_depends_on or remove_depends_on
+            or tags is not None or due is not None or clear_due
+        ):  # fmt: skip
+            raise InvalidInputError("id", "nothing to change: give a field to change, such as status or title")
         removing = set(remove_depends_on)
         both = [dep for dep in add_depends_on if dep in removing]
         if both:
@@ -137,6 +144,9 @@ class ActionService(Service):
             removed = list(dict.fromkeys(remove_depends_on))
             await self._require(repo, project, removed, "remove_depends_on")  # a typo must not pass as done
             existing = {dep for dep, _ in (await repo.dependencies([action_id]))[action_id]}
+            strays = [dep for dep in removed if dep not in existing]
+            if strays:
+                raise InvalidInputError("remove_depends_on", f"{strays[0]} is not a dependency of {action_id}")
             added = [d for d in dict.fromkeys(add_depends_on) if d not in removed and d not in existing]
             await self._require(repo, project, added, "add_depends_on")
             if action_id in added:
@@ -146,7 +156,8 @@ class ActionService(Service):
             await repo.remove_dependencies(action_id, removed)
             await repo.add_dependencies(action_id, added)
             action = current.model_copy(update=changes)
-            if status is not None and status != current.status:
+            if status is not None and (status != current.status or status in ("active", "done")):
+                # Restating active or done checks again what those states require.
                 action = await self._transition(repo, action, current.status, status, now)
             elif action.status == "done":
                 # Staying done: only new dependencies must be done; an old one reopened since does not
@@ -187,7 +198,7 @@ class ActionService(Service):
     async def _transition(self, repo: ActionRepository, action: Action, old: str, new: str, now: str) -> Action:
         if new not in STATUSES:
             raise InvalidInputError("status", f"must be one of {', '.join(STATUSES)}")
-        if new not in TRANSITIONS[old]:
+        if new != old and new not in TRANSITIONS[old]:
             allowed = ", ".join(sorted(TRANSITIONS[old]))
             raise ConflictError(f"status: cannot go from {old} to {new}; from {old} an action can become {allowed}")
         if new in ("active", "done"):
@@ -196,6 +207,8 @@ class ActionService(Service):
             children = await repo.open_children(action.id)
             if children:
                 raise ConflictError(f"status: {action.id} still has open children: {', '.join(children)}")
+        if new == old:
+            return action
         return action.model_copy(update={"status": new, "completed_at": now if new == "done" else None})
 
     async def _check_dependencies_done(
@@ -214,15 +227,22 @@ class ActionService(Service):
         return [dep for dep, state in states if state != "done"]
 
     async def _reopen_parent(self, tx: Tx, action: Action) -> list[str]:
-        """A done parent with an open child is not done: reopen it (and its done ancestors)."""
+        """A done parent with an open child is not done: reopen it (and its done ancestors).
+
+        A parent is active again only when the child is being worked on and nothing it depends on is
+        unfinished (an active action never waits for a dependency); otherwise it is pending.
+        """
         if action.status not in OPEN_STATUSES or action.parent_id is None:
             return []
         repo = ActionRepository(tx)
         reopened = []
+        working = action.status == "active"
         for ancestor in await repo.get_many(await repo.ancestors(action.id), action.project):
             if ancestor.status != "done":
                 break
-            await repo.update(ancestor.model_copy(update={"status": "active", "completed_at": None}))
+            working = working and not await self._unfinished(repo, ancestor, None)
+            status = "active" if working else "pending"
+            await repo.update(ancestor.model_copy(update={"status": status, "completed_at": None}))
             tx.changed("action", ancestor.id, "reopen")
             reopened.append(ancestor.id)
         return reopened
