@@ -248,15 +248,18 @@ def test_a_vector_belongs_to_the_text_it_was_made_from() -> None:
 
 def test_vectors_survive_compaction() -> None:
     partition = Partition(BM25Params(), RankParams())
+    # evenly spread angles: whole radians wrap round the circle, and two of them land within
+    # float32's resolution of each other (300 and 2430), which made the nearest one a tie
+    angle = 2 * np.pi / 3000
     for i in range(3000):
         _doc(partition, f"d{i}", [i % 50], digest=i + 1)
-        partition.set_vector(f"d{i}", i + 1, _unit([np.cos(i), np.sin(i)]))
+        partition.set_vector(f"d{i}", i + 1, _unit([np.cos(i * angle), np.sin(i * angle)]))
     for i in range(3000):
         if i % 3:
             partition.remove(f"d{i}")  # crosses the compaction threshold
     assert len(partition.keys) < 3000
     assert partition.vector_count == 1000
-    docs, sims = partition.nearest(_unit([np.cos(300), np.sin(300)]), Filter(), 1)
+    docs, sims = partition.nearest(_unit([np.cos(300 * angle), np.sin(300 * angle)]), Filter(), 1)
     assert partition.keys[int(docs[0])] == "d300"
     assert sims[0] == pytest.approx(1.0, abs=1e-6)
 

@@ -4,9 +4,10 @@ line the SDK's parser refuses is still answered."""
 from __future__ import annotations
 
 import json
-import select
+import queue
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -62,13 +63,19 @@ async def test_data_and_ranking_survive_a_restart(tmp_path: Path) -> None:
 
 def _answers(proc: subprocess.Popen[bytes], count: int, timeout: float = 30.0) -> list[dict[str, Any]]:
     """The next `count` messages the server writes, failing if they do not come in time."""
-    assert proc.stdout is not None
+    stdout = proc.stdout
+    assert stdout is not None
+    # A thread reads the lines: select() on the pipe misses a line already in the reader's buffer
+    # (two answers that arrived in one read), and a blocking readline could not time out.
+    lines: queue.Queue[bytes] = queue.Queue()
+    threading.Thread(target=lambda: [lines.put(line) for line in iter(stdout.readline, b"")], daemon=True).start()
     answers: list[dict[str, Any]] = []
     deadline = time.monotonic() + timeout
     while len(answers) < count:
-        ready, _, _ = select.select([proc.stdout], [], [], max(0.0, deadline - time.monotonic()))
-        assert ready, f"no answer in {timeout} s; got {answers}"
-        answers.append(json.loads(proc.stdout.readline()))
+        try:
+            answers.append(json.loads(lines.get(timeout=max(0.0, deadline - time.monotonic()))))
+        except queue.Empty:
+            raise AssertionError(f"no answer in {timeout} s; got {answers}") from None
     return answers
 
 
