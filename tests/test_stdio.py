@@ -68,7 +68,12 @@ def _answers(proc: subprocess.Popen[bytes], count: int, timeout: float = 30.0) -
     # A thread reads the lines: select() on the pipe misses a line already in the reader's buffer
     # (two answers that arrived in one read), and a blocking readline could not time out.
     lines: queue.Queue[bytes] = queue.Queue()
-    threading.Thread(target=lambda: [lines.put(line) for line in iter(stdout.readline, b"")], daemon=True).start()
+
+    def read() -> None:
+        for line in iter(stdout.readline, b""):
+            lines.put(line)
+
+    threading.Thread(target=read, daemon=True).start()
     answers: list[dict[str, Any]] = []
     deadline = time.monotonic() + timeout
     while len(answers) < count:
