@@ -12,7 +12,6 @@ from typing import Any, get_args
 from mcp_memory import __version__
 from mcp_memory.config import Settings, url_host
 from mcp_memory.errors import MCPMemoryError
-from mcp_memory.transports import ListenError, serve
 
 logger = logging.getLogger("mcp_memory")
 
@@ -74,6 +73,10 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     def announce(port: int) -> None:
         print(_banner(settings, port), file=sys.stderr, flush=True)  # noqa: T201 - the person starting it reads this
+
+    # Imported here, not at the top: the MCP SDK and the web stack take seconds to import, which
+    # `--help`, `--version` and a refused configuration should not wait for.
+    from mcp_memory.transports import ListenError, serve
 
     try:
         return serve(settings, announce)

@@ -258,3 +258,21 @@ def test_float_settings_refuse_non_finite_values(raw: str) -> None:
         Settings.resolve({}, {"MCP_MEMORY_BM25_K1": raw})
     with pytest.raises(ValueError, match="MCP_MEMORY_RECENCY_HALF_LIFE_DAYS"):
         Settings.resolve({}, {"MCP_MEMORY_RECENCY_HALF_LIFE_DAYS": raw})
+
+
+def test_help_and_version_answer_without_importing_the_mcp_sdk() -> None:
+    """`--help` and `--version` are read by people at a prompt: they must not wait seconds for the
+    SDK and web stack to import."""
+    probe = (
+        "import sys\n"
+        "from mcp_memory.cli import main\n"
+        "for flag in ('--help', '--version'):\n"
+        "    try:\n"
+        "        main([flag])\n"
+        "    except SystemExit:\n"
+        "        pass\n"
+        "print(sorted(m for m in ('mcp', 'uvicorn', 'starlette', 'mcp_memory.transports') if m in sys.modules))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60, check=True)
+    assert "serve" in done.stdout  # the help text was printed
+    assert done.stdout.strip().splitlines()[-1] == "[]"
