@@ -291,3 +291,16 @@ def test_hybrid_search_without_query_terms_uses_vectors_alone() -> None:
         partition.set_vector(f"d{i}", i + 1, _unit(direction))
     found = partition.search([], Filter(), 3, None, _unit([0.1, 1]))
     assert [key for key, _, _ in found] == ["d1", "d2", "d0"]
+
+
+def test_equal_cosines_at_the_cut_keep_the_newer_documents() -> None:
+    partition = Partition(BM25Params(), RankParams())
+    # 40 copies of one text share one vector; shuffled so that the order they were indexed in says
+    # nothing of their age
+    for i in np.random.default_rng(5).permutation(40).tolist():
+        _doc(partition, f"d{i:02d}", [1], digest=i + 1, at=float(i // 2))  # two of each age: the key decides
+        partition.set_vector(f"d{i:02d}", i + 1, _unit([1.0, 1.0]))
+    _doc(partition, "closest", [1], digest=99, at=0.0)
+    partition.set_vector("closest", 99, _unit([1.0, 0.0]))
+    docs, _ = partition.nearest(_unit([1.0, 0.0]), Filter(), 6)
+    assert sorted(partition.keys[int(i)] or "" for i in docs) == ["closest", "d34", "d36", "d37", "d38", "d39"]

@@ -247,8 +247,18 @@ class DocStore:
         close = sims > 0  # a record at a right angle to the query, or facing away, is no semantic match
         docs, sims = docs[close], sims[close]
         if len(docs) > depth:
-            keep = np.argpartition(-sims, depth - 1)[:depth]
-            docs, sims = docs[keep], sims[keep]
+            threshold = sims[np.argpartition(-sims, depth - 1)[:depth]].min()
+            above = np.flatnonzero(sims > threshold)
+            tied = np.flatnonzero(sims == threshold)
+            # Which of several equal cosines argpartition keeps at the cut (copies of one text share a
+            # vector) is up to numpy's selection algorithm; the newer document, then the key, is kept,
+            # as the recency boost and every other ranking break ties.
+            room = depth - len(above)
+            ats = self._at[docs[tied]]
+            last = -np.partition(-ats, room - 1)[room - 1]  # the age of the oldest copy kept
+            same = sorted(tied[ats == last].tolist(), key=lambda j: self.keys[docs[j]] or "")
+            keep = np.concatenate([above, tied[ats > last], np.asarray(same, dtype=np.int64)])
+            docs, sims = docs[keep[:depth]], sims[keep[:depth]]
         return docs, sims
 
     def set_vectors(self, keys: Sequence[str], digests: npt.NDArray[np.int64], matrix: npt.NDArray[np.float32]) -> int:
