@@ -10,7 +10,7 @@ from __future__ import annotations
 import bisect
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import cast
+from typing import Any, cast
 
 import numpy as np
 import numpy.typing as npt
@@ -236,7 +236,7 @@ class DocStore:
     def nearest(
         self, vector: npt.NDArray[np.float32], flt: Filter, depth: int
     ) -> tuple[IntArray, npt.NDArray[np.float32]]:
-        """The `depth` live documents passing `flt` closest to `vector`, and their cosines (unsorted)."""
+        """The `depth` live documents passing `flt` closest to `vector`, and their cosines, closest first."""
         n = len(self.keys)
         if self.vector_dim != len(vector) or n == 0:
             return np.empty(0, dtype=np.int32), np.empty(0, dtype=np.float32)
@@ -246,20 +246,23 @@ class DocStore:
         sims = (self._vectors[:n] @ vector)[docs] if len(docs) else np.empty(0, dtype=np.float32)
         close = sims > 0  # a record at a right angle to the query, or facing away, is no semantic match
         docs, sims = docs[close], sims[close]
-        if len(docs) > depth:
-            threshold = sims[np.argpartition(-sims, depth - 1)[:depth]].min()
-            above = np.flatnonzero(sims > threshold)
-            tied = np.flatnonzero(sims == threshold)
-            # Which of several equal cosines argpartition keeps at the cut (copies of one text share a
-            # vector) is up to numpy's selection algorithm; the newer document, then the key, is kept,
-            # as the recency boost and every other ranking break ties.
-            room = depth - len(above)
-            ats = self._at[docs[tied]]
-            last = -np.partition(-ats, room - 1)[room - 1]  # the age of the oldest copy kept
-            same = sorted(tied[ats == last].tolist(), key=lambda j: self.keys[docs[j]] or "")
-            keep = np.concatenate([above, tied[ats > last], np.asarray(same, dtype=np.int64)])
-            docs, sims = docs[keep[:depth]], sims[keep[:depth]]
-        return docs, sims
+        keep = self.best(docs, sims, depth)
+        return docs[keep], sims[keep]
+
+    def best(self, docs: IntArray, key: npt.NDArray[np.floating[Any]], limit: int) -> npt.NDArray[np.int64]:
+        """Positions in `docs` of the `limit` highest by `key`, highest first; ties go to the newer
+        document, then the key, so which of equals are kept never depends on numpy's selection."""
+        if len(docs) == 0 or limit <= 0:
+            return np.empty(0, dtype=np.int64)
+        pos = np.arange(len(docs))
+        if len(docs) > limit:
+            # argpartition first so a huge candidate set costs O(n), then sort the survivors exactly
+            pos = np.flatnonzero(key >= key[np.argpartition(-key, limit - 1)[:limit]].min())
+        chosen = docs[pos]
+        names = [self.keys[i] or "" for i in chosen.tolist()]
+        rows = zip(key[pos].tolist(), self._at[chosen].tolist(), names, pos.tolist(), strict=True)
+        order = sorted(rows, key=lambda r: (-r[0], -r[1], r[2]))[:limit]
+        return np.fromiter((r[3] for r in order), dtype=np.int64, count=len(order))
 
     def set_vectors(self, keys: Sequence[str], digests: npt.NDArray[np.int64], matrix: npt.NDArray[np.float32]) -> int:
         """Attach many vectors at once (the start-up load); returns how many were current."""

@@ -171,15 +171,9 @@ class Partition(BM25Model):
 
     def _top(self, docs: IntArray, key: FloatArray, limit: int) -> Ranked:
         """The `limit` best (key, score, at) by `key`, ties to the newer document, then the key."""
-        if len(docs) == 0 or limit <= 0:
-            return []
-        if len(docs) > limit:
-            # argpartition first so a huge candidate set costs O(n), then sort the survivors exactly
-            threshold = key[np.argpartition(-key, limit - 1)[:limit]].min()
-            tied = key >= threshold
-            docs, key = docs[tied], key[tied]
-        keys = [self.keys[i] or "" for i in docs.tolist()]
-        order = sorted(
-            zip(key.tolist(), self._at[docs].tolist(), keys, strict=True), key=lambda r: (-r[0], -r[1], r[2])
-        )
-        return [(k, score, at) for score, at, k in order[:limit]]
+        chosen = self.best(docs, key, limit)
+        found = docs[chosen].tolist()
+        return [
+            (self.keys[i] or "", score, at)
+            for i, score, at in zip(found, key[chosen].tolist(), self._at[found].tolist(), strict=True)
+        ]
