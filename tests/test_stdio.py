@@ -62,7 +62,8 @@ async def test_data_and_ranking_survive_a_restart(tmp_path: Path) -> None:
 
 
 def _answers(proc: subprocess.Popen[bytes], count: int, timeout: float = 30.0) -> list[dict[str, Any]]:
-    """The next `count` messages the server writes, failing if they do not come in time."""
+    """The next `count` messages the server writes, failing if they do not come in time; once per
+    process, as the thread it starts keeps reading the pipe."""
     stdout = proc.stdout
     assert stdout is not None
     # A thread reads the lines: select() on the pipe misses a line already in the reader's buffer
