@@ -9,16 +9,20 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import ipaddress
 from dataclasses import dataclass
 from pathlib import Path
-
-from mcp.server.auth.provider import AccessToken
+from typing import TYPE_CHECKING
 
 from mcp_memory.config import Settings
 from mcp_memory.errors import InvalidInputError
 from mcp_memory.projects import check_project
 
+if TYPE_CHECKING:
+    from mcp.server.auth.provider import AccessToken
+
 MIN_TOKEN_LENGTH = 16
+WILDCARD = ("0.0.0.0", "::", "")
 
 
 @dataclass(frozen=True, slots=True)
@@ -28,6 +32,35 @@ class Grant:
     token: str
     project: str | None = None
     agent_id: str | None = None
+
+
+def is_loopback(host: str) -> bool:
+    """Whether `host` names this machine only (localhost, 127.0.0.0/8, ::1)."""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def http_grants(settings: Settings) -> list[Grant]:
+    """The tokens of an HTTP server whose settings are safe to serve; raises ValueError naming the way out.
+
+    Needs nothing of the MCP SDK, so the CLI refuses a bad configuration before importing it.
+    """
+    grants = load_grants(settings)
+    if not is_loopback(settings.host) and not grants and not settings.insecure:
+        raise ValueError(
+            f"--host {settings.host}: refusing to serve a non-loopback address without a token; set "
+            "MCP_MEMORY_AUTH_TOKEN (or --auth-token-file), or pass --insecure to accept the risk"
+        )
+    if settings.host in WILDCARD and not settings.allowed_hosts:
+        raise ValueError(
+            f"--host {settings.host or '(all)'}: name the Host values clients will use with --allowed-hosts "
+            "(e.g. memory.example.com:*), so DNS-rebinding protection can stay on"
+        )
+    return grants
 
 
 def load_grants(settings: Settings) -> list[Grant]:
@@ -99,6 +132,9 @@ class StaticTokenVerifier:
                 found = grant
         if found is None:
             return None
+        # Imported here: the rest of this module serves the CLI's checks, which run before the SDK is loaded.
+        from mcp.server.auth.provider import AccessToken
+
         return AccessToken(
             token=token,
             # Each token its own principal, so the SDK never lets one token use another's session: not

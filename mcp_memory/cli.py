@@ -10,6 +10,7 @@ from collections.abc import Sequence
 from typing import Any, get_args
 
 from mcp_memory import __version__
+from mcp_memory.auth import http_grants
 from mcp_memory.config import Settings, url_host
 from mcp_memory.errors import MCPMemoryError
 
@@ -62,6 +63,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     cli = {name: getattr(args, name, None) for name in Settings.model_fields}
     try:
         settings = Settings.resolve(cli)
+        if settings.transport != "stdio":
+            http_grants(settings)  # refused here, before the seconds of importing the transports below
     except ValueError as exc:
         print(f"mcp-memory: {exc}", file=sys.stderr)  # noqa: T201 - the CLI's own error output
         return 2

@@ -10,7 +10,6 @@ finish and close the database; a stdio server also exits when stdin closes or it
 from __future__ import annotations
 
 import asyncio
-import ipaddress
 import logging
 import os
 import signal
@@ -34,7 +33,7 @@ from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from mcp_memory import __version__
-from mcp_memory.auth import load_grants
+from mcp_memory.auth import WILDCARD, http_grants
 from mcp_memory.config import Settings, url_host
 from mcp_memory.context import AppContext
 from mcp_memory.server import SharedApp, build_server
@@ -42,7 +41,6 @@ from mcp_memory.stdio_lines import AnsweredMessages, StdinLines
 
 logger = logging.getLogger(__name__)
 
-WILDCARD = ("0.0.0.0", "::", "")
 GRACE_S = 10.0
 PARENT_POLL_S = 1.0
 RESPONSE_DRAIN_S = 0.5
@@ -94,16 +92,6 @@ class CallTracker:
                 return
 
 
-def is_loopback(host: str) -> bool:
-    """Whether `host` names this machine only (localhost, 127.0.0.0/8, ::1)."""
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
-
-
 class _DrainingServer(uvicorn.Server):
     """uvicorn, but SIGTERM/SIGINT first let the calls in flight finish (up to a grace period)."""
 
@@ -152,12 +140,7 @@ def serve(settings: Settings, announce: Callable[[int], None] = lambda port: Non
         server = build_server(settings, shared=shared, middleware=[tracker])
         anyio.run(_run_stdio, server, shared, tracker)
         return 0
-    grants = load_grants(settings)
-    if not is_loopback(settings.host) and not grants and not settings.insecure:
-        raise ValueError(
-            f"--host {settings.host}: refusing to serve a non-loopback address without a token; set "
-            "MCP_MEMORY_AUTH_TOKEN (or --auth-token-file), or pass --insecure to accept the risk"
-        )
+    grants = http_grants(settings)
     server = build_server(settings, shared=shared, middleware=[tracker], grants=grants)
     app = http_app(server, settings, shared)
     config = uvicorn.Config(
@@ -225,13 +208,9 @@ def transport_security(settings: Settings) -> TransportSecuritySettings:
     A host given bare or as `host:*` is accepted with any port and without one (a reverse proxy
     sends `Host: memory.example.com`); `host:port` only with that port. Each allowed host also
     allows its http and https Origins. Everything is lower case: `_LowerCaseHostOrigin` folds
-    the request's headers to match, since host names are case-insensitive.
+    the request's headers to match, since host names are case-insensitive. A wildcard bind
+    without `--allowed-hosts` never gets here: `http_grants` refuses it.
     """
-    if settings.host in WILDCARD and not settings.allowed_hosts:
-        raise ValueError(
-            f"--host {settings.host or '(all)'}: name the Host values clients will use with --allowed-hosts "
-            "(e.g. memory.example.com:*), so DNS-rebinding protection can stay on"
-        )
     entries = ["127.0.0.1", "localhost", "[::1]"]
     if settings.host not in ("127.0.0.1", "localhost", "::1") and settings.host not in WILDCARD:
         entries.append(f"[{settings.host}]" if ":" in settings.host else settings.host)

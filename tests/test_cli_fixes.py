@@ -18,7 +18,7 @@ from mcp import Client
 from mcp_memory.cli import _banner, _parser
 from mcp_memory.config import Settings
 from mcp_memory.server import build_server
-from tests._servers import free_port, running, server_env, stdio_params, wait_gone
+from tests._servers import free_port, run_clis, running, server_env, stdio_params, wait_gone
 
 pytestmark = pytest.mark.anyio
 
@@ -86,14 +86,14 @@ def test_bad_database_exits_with_one_line(tmp_path: Path, transport: str) -> Non
     with sqlite3.connect(newer) as conn:
         conn.execute("CREATE TABLE schema_migrations (version INTEGER PRIMARY KEY, name TEXT, applied_at TEXT)")
         conn.execute("INSERT INTO schema_migrations VALUES (999, 'future', 'now')")
-    port = str(free_port())
     cases = {
         not_db: f"mcp-memory: cannot open database {not_db}: file is not a database",
         directory: f"mcp-memory: cannot open database {directory}: unable to open database file",
         newer: f"mcp-memory: {newer} has schema version 999, newer than this mcp-memory knows",
     }
-    for db, expected in cases.items():
-        done = _cli("serve", "--db", str(db), "--transport", transport, "--port", port, "--log-level", "warning")
+    options = ["--transport", transport, "--port", "0", "--log-level", "warning"]
+    runs = [(["--db", str(db), *options], None) for db in cases]
+    for done, expected in zip(run_clis(runs), cases.values(), strict=True):  # side by side
         assert done.returncode == 1, done.stderr
         assert done.stderr.strip().startswith(expected), done.stderr
         assert "Traceback" not in done.stderr
@@ -260,19 +260,36 @@ def test_float_settings_refuse_non_finite_values(raw: str) -> None:
         Settings.resolve({}, {"MCP_MEMORY_RECENCY_HALF_LIFE_DAYS": raw})
 
 
-def test_help_and_version_answer_without_importing_the_mcp_sdk() -> None:
-    """`--help` and `--version` are read by people at a prompt: they must not wait seconds for the
-    SDK and web stack to import."""
+def test_help_version_and_refusals_answer_without_importing_the_mcp_sdk(tmp_path: Path) -> None:
+    """`--help`, `--version` and a refused configuration are read by people at a prompt: they must
+    not wait seconds for the SDK and web stack to import."""
+    db = str(tmp_path / "m.db")
+    runs = [
+        ["--help"],
+        ["--version"],
+        ["serve", "--transport", "streamable-http", "--host", "192.0.2.1", "--db", db],
+        ["serve", "--transport", "sse", "--host", "0.0.0.0", "--auth-token", "t" * 16, "--db", db],
+        ["serve", "--transport", "sse", "--auth-token", "short", "--db", db],
+    ]
     probe = (
         "import sys\n"
         "from mcp_memory.cli import main\n"
-        "for flag in ('--help', '--version'):\n"
+        f"for argv in {runs!r}:\n"
         "    try:\n"
-        "        main([flag])\n"
-        "    except SystemExit:\n"
-        "        pass\n"
+        "        print('status', main(argv))\n"
+        "    except SystemExit as exc:\n"
+        "        print('status', exc.code)\n"
         "print(sorted(m for m in ('mcp', 'uvicorn', 'starlette', 'mcp_memory.transports') if m in sys.modules))\n"
     )
     done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60, check=True)
     assert "serve" in done.stdout  # the help text was printed
+    assert [line for line in done.stdout.splitlines() if line.startswith("status")] == ["status 0"] * 2 + [
+        "status 2"
+    ] * 3
+    refusals = [line for line in done.stderr.splitlines() if line.startswith("mcp-memory:")]
+    assert [("--insecure" in r, "--allowed-hosts" in r, "16 characters" in r) for r in refusals] == [
+        (True, False, False),
+        (False, True, False),
+        (False, False, True),
+    ]
     assert done.stdout.strip().splitlines()[-1] == "[]"
