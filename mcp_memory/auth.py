@@ -3,6 +3,7 @@
 A token may be bound to a project (and an agent id): calls made with it act in that project and
 can never name another. Tokens come from `--auth-token` / `MCP_MEMORY_AUTH_TOKEN` (unbound) and
 from `--auth-token-file`, one per line: `TOKEN [PROJECT [AGENT_ID]]`, `#` starting a comment.
+Whether a bind address may be served with the tokens configured is decided here too.
 """
 
 from __future__ import annotations
