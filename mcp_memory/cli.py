@@ -63,8 +63,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     cli = {name: getattr(args, name, None) for name in Settings.model_fields}
     try:
         settings = Settings.resolve(cli)
-        if settings.transport != "stdio":
-            http_grants(settings)  # refused here, before the seconds of importing the transports below
+        # refused here, before the seconds of importing the transports below
+        grants = http_grants(settings) if settings.transport != "stdio" else []
     except ValueError as exc:
         print(f"mcp-memory: {exc}", file=sys.stderr)  # noqa: T201 - the CLI's own error output
         return 2
@@ -82,10 +82,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     from mcp_memory.transports import ListenError, serve
 
     try:
-        return serve(settings, announce)
-    except ValueError as exc:
-        print(f"mcp-memory: {exc}", file=sys.stderr)  # noqa: T201 - the CLI's own error output
-        return 2
+        return serve(settings, grants, announce)
     except (MCPMemoryError, ListenError) as exc:  # no database or no port: one line, not a traceback
         print(f"mcp-memory: {exc}", file=sys.stderr)  # noqa: T201 - the CLI's own error output
         return 1

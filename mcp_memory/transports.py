@@ -2,8 +2,9 @@
 
 HTTP: bearer-token auth through the SDK's token-verifier hook, Host/Origin validation (DNS
 rebinding protection) with allow-lists derived from the bind address, a request body limit,
-`/healthz` (liveness, no auth) and `/readyz` (database reachable, index built). Refuses to serve
-a non-loopback address without a token unless `--insecure`. SIGTERM/SIGINT let in-flight calls
+`/healthz` (liveness, no auth) and `/readyz` (database reachable, index built). The caller
+checks the settings first with `auth.http_grants`, which refuses a non-loopback address without a
+token unless `--insecure`. SIGTERM/SIGINT let in-flight calls
 finish and close the database; a stdio server also exits when stdin closes or its parent dies.
 """
 
@@ -14,7 +15,7 @@ import logging
 import os
 import signal
 import socket
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from types import FrameType
 from typing import Any
@@ -33,7 +34,7 @@ from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from mcp_memory import __version__
-from mcp_memory.auth import WILDCARD, http_grants
+from mcp_memory.auth import WILDCARD, Grant
 from mcp_memory.config import Settings, url_host
 from mcp_memory.context import AppContext
 from mcp_memory.server import SharedApp, build_server
@@ -127,12 +128,13 @@ class _DrainingServer(uvicorn.Server):
         self._captured_signals.clear()
 
 
-def serve(settings: Settings, announce: Callable[[int], None] = lambda port: None) -> int:
+def serve(settings: Settings, grants: Sequence[Grant], announce: Callable[[int], None] = lambda port: None) -> int:
     """Run the server the settings describe until it is stopped; returns the exit status.
 
-    `announce` runs once an HTTP server is listening, with the port it listens on. Raises
-    ValueError for a refused configuration, ListenError for an address it cannot listen on and
-    MCPMemoryError for a database that cannot be opened.
+    `grants` are what `http_grants` accepted for these settings (it refuses an unsafe HTTP
+    configuration); stdio takes none. `announce` runs once an HTTP server is listening, with the
+    port it listens on. Raises ListenError for an address it cannot listen on and MCPMemoryError
+    for a database that cannot be opened.
     """
     shared = SharedApp(settings)
     tracker = CallTracker()
@@ -140,7 +142,6 @@ def serve(settings: Settings, announce: Callable[[int], None] = lambda port: Non
         server = build_server(settings, shared=shared, middleware=[tracker])
         anyio.run(_run_stdio, server, shared, tracker)
         return 0
-    grants = http_grants(settings)
     server = build_server(settings, shared=shared, middleware=[tracker], grants=grants)
     app = http_app(server, settings, shared)
     config = uvicorn.Config(
@@ -209,7 +210,7 @@ def transport_security(settings: Settings) -> TransportSecuritySettings:
     sends `Host: memory.example.com`); `host:port` only with that port. Each allowed host also
     allows its http and https Origins. Everything is lower case: `_LowerCaseHostOrigin` folds
     the request's headers to match, since host names are case-insensitive. A wildcard bind
-    without `--allowed-hosts` never gets here: `http_grants` refuses it.
+    without `--allowed-hosts` never gets here: `auth.http_grants` refuses it.
     """
     entries = ["127.0.0.1", "localhost", "[::1]"]
     if settings.host not in ("127.0.0.1", "localhost", "::1") and settings.host not in WILDCARD:
