@@ -61,3 +61,23 @@ async def test_imported_secrets_are_redacted_too(client: Client, settings: Setti
     assert result["updated"]["memories"] == 1
     assert result["redacted"] == {"github_token": 1}
     assert TOKEN.encode() not in _raw_bytes(settings)
+
+
+async def test_an_imported_agent_id_or_lesson_source_loses_its_secrets(client: Client, settings: Settings) -> None:
+    await call(client, "memory_save", content="A harmless memory about tea.")
+    await call(client, "memory_lesson_save", content="Brew green tea below boiling.")
+    document = (await call(client, "memory_export"))["document"]
+    memory, lesson = document["tables"]["memories"][0], document["tables"]["lessons"][0]
+    memory["agent_id"] = f"bot {TOKEN}"
+    lesson["agent_id"] = f"bot {TOKEN}"
+    lesson["source"] = {"via": "a script", "notes": [f"pushed with {TOKEN}"], "n": 2}
+    for row in (memory, lesson):
+        row["updated_at"] = "2999-01-01T00:00:00.000000Z"  # newer than the stored row: the import applies it
+    result = await call(client, "memory_import", document=document)
+    assert result["redacted"] == {"github_token": 3}
+    assert TOKEN.encode() not in _raw_bytes(settings)
+    tables = (await call(client, "memory_export"))["document"]["tables"]
+    assert tables["memories"][0]["agent_id"] == "bot [REDACTED:github_token]"
+    assert tables["lessons"][0]["source"] == {
+        "via": "a script", "notes": ["pushed with [REDACTED:github_token]"], "n": 2,
+    }  # fmt: skip

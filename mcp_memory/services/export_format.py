@@ -30,11 +30,11 @@ RowParser = Callable[[TableSpec, int, Any], BaseModel]
 # Only these tables have a global scope ("*"); anything else there would be out of every tool's reach.
 GLOBAL_TABLES = frozenset(spec.name for spec in TABLES if spec.shared)
 
-# Columns that hold identifiers, times or enumerations rather than free text: never scrubbed.
+# Columns that hold identifiers, times or enumerations rather than free text: never scrubbed. An
+# agent id is free text the caller chose, so it is scrubbed as the tools scrub it.
 _NOT_TEXT = {
     "id",
     "project",
-    "agent_id",
     "session_id",
     "root_id",
     "parent_id",
@@ -52,7 +52,6 @@ _NOT_TEXT = {
     "due",
     "kind",
     "type",
-    "source",
     "task_type",
     "name",
 }
@@ -218,12 +217,19 @@ def _parse_row(spec: TableSpec, index: int, row: Any, scrub: Scrubber, only_proj
                 cleaned[name] = value
             elif name in required:
                 cleaned[name] = scrub.required(name, value)  # as the tool refuses one with nothing but secrets
-            elif isinstance(value, str):
-                cleaned[name] = scrub.text(value)
-            elif isinstance(value, list):
-                cleaned[name] = [scrub.text(v) if isinstance(v, str) else v for v in value]
             else:
-                cleaned[name] = value
+                cleaned[name] = _scrubbed(scrub, value)
         except InvalidInputError as exc:
             raise ImportFormatError(f"{where}.{name}: {exc.rule}") from None
     return spec.model.model_validate(cleaned)
+
+
+def _scrubbed(scrub: Scrubber, value: Any) -> Any:
+    """`value` with every text in it scrubbed, however deep in lists and objects (a lesson's source)."""
+    if isinstance(value, str):
+        return scrub.text(value)
+    if isinstance(value, list):
+        return [_scrubbed(scrub, v) for v in value]
+    if isinstance(value, dict):
+        return {k: _scrubbed(scrub, v) for k, v in value.items()}
+    return value
