@@ -176,7 +176,12 @@ async def test_text_arguments_that_look_like_json_stay_text(client: Client) -> N
 
 @pytest.mark.parametrize(
     ("zone", "occurred_at"),
-    [("America/New_York", "0001-01-01T03:00:00Z"), ("Asia/Tokyo", "9999-12-31T20:00:00Z"), ("UTC", "0001-01-01")],
+    [
+        ("America/New_York", "0001-01-01T03:00:00Z"),
+        ("Asia/Tokyo", "9999-12-31T20:00:00Z"),
+        ("UTC", "0001-01-01"),
+        ("America/New_York", "9999-12-31T23:59:59.999999Z"),  # as epoch seconds it rounds up to 10000
+    ],
 )
 async def test_a_record_on_the_calendars_first_or_last_day_is_stored_in_any_time_zone(
     settings: Settings, clock: FakeClock, zone: str, occurred_at: str

@@ -116,7 +116,10 @@ def record_tokens(text: str, at: float | None, zone: tzinfo = UTC) -> list[str]:
 def local_day(at: float, zone: tzinfo) -> date:
     """The day epoch second `at` falls on in `zone`; the UTC day where the zone's offset would leave
     the years 1-9999 (a record dated on the calendar's first or last day)."""
-    moment = _EPOCH + timedelta(seconds=at)  # not fromtimestamp: some platforms refuse times before 1970
+    try:
+        moment = _EPOCH + timedelta(seconds=at)  # not fromtimestamp: some platforms refuse times before 1970
+    except OverflowError:  # the last microseconds of 9999 round up to the year 10000 as epoch seconds
+        return date.max if at > 0 else date.min
     try:
         return moment.astimezone(zone).date()
     except (OverflowError, ValueError):
