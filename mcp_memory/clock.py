@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from datetime import UTC, date, datetime, timedelta
+from datetime import UTC, date, datetime, time, timedelta, tzinfo
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 import tzlocal
@@ -38,7 +38,7 @@ def from_iso(text: str) -> datetime:
     Raises ValueError for text that is not ISO-8601 and OverflowError for a time whose UTC form
     falls outside the years 1-9999 (e.g. `9999-12-31T23:00:00-05:00`).
     """
-    parsed = datetime.fromisoformat(text.replace("Z", "+00:00") if text.endswith("Z") else text)
+    parsed = datetime.fromisoformat(text)
     if parsed.tzinfo is None:
         parsed = parsed.replace(tzinfo=UTC)
     return parsed.astimezone(UTC)
@@ -56,20 +56,31 @@ def date_only(text: str) -> date | None:
         return None
 
 
-def parse_moment(value: str | datetime | date) -> datetime:
-    """Accept a datetime, a date or ISO-8601 text (date-only means midnight UTC); naive means UTC.
+def parse_moment(value: str | datetime | date, zone: tzinfo = UTC) -> datetime:
+    """Accept a datetime, a date or ISO-8601 text as an aware UTC datetime. A date means its midnight
+    and a time without an offset means that wall-clock time, both in `zone` (the database's).
 
     Raises ValueError and OverflowError as `from_iso` does.
     """
     if isinstance(value, datetime):
-        return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
-    if isinstance(value, date):
-        return datetime(value.year, value.month, value.day, tzinfo=UTC)
-    text = value.strip()
-    day = date_only(text)
-    if day is not None:
-        return datetime(day.year, day.month, day.day, tzinfo=UTC)
-    return from_iso(text)
+        local = value
+    elif isinstance(value, date):
+        local = datetime(value.year, value.month, value.day)
+    else:
+        text = value.strip()
+        day = date_only(text)
+        local = datetime(day.year, day.month, day.day) if day else datetime.fromisoformat(text)
+    if local.tzinfo is None:
+        local = local.replace(tzinfo=zone)
+    return local.astimezone(UTC)
+
+
+def end_of_day(day: date, zone: tzinfo = UTC) -> datetime:
+    """The last microsecond of `day` in `zone`, as an aware UTC datetime (what "until that day" means).
+
+    Raises OverflowError when it falls past the year 9999 in UTC.
+    """
+    return datetime.combine(day, time.max, tzinfo=zone).astimezone(UTC)
 
 
 def epoch(text: str) -> float:

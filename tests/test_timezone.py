@@ -61,6 +61,42 @@ async def test_recall_finds_a_record_on_its_day_in_the_databases_zone(settings: 
         assert (await call(client, "memory_diagnose"))["timezone"] == NEW_YORK
 
 
+async def test_a_day_or_a_time_without_an_offset_is_read_in_the_databases_zone(
+    settings: Settings, clock: FakeClock
+) -> None:
+    async with Client(build_server(settings.model_copy(update={"timezone": NEW_YORK}), clock)) as client:
+        dated = await call(client, "memory_observe", content="Breakfast with the mango team.", occurred_at="2023-05-07")
+        naive = await call(
+            client, "memory_observe", content="Lunch with the lime team.", occurred_at="2023-05-07T12:00"
+        )
+        ids = await checklist_days(client)
+        saved = await call(client, "memory_save", content="The mango team meets on Sundays.", occurred_at="2023-05-07")
+        action = await call(client, "memory_action_create", title="Send the notes", due="2023-05-07")
+
+        listed = (await call(client, "memory_observations"))["observations"]
+        when = {o["id"]: o["occurred_at"] for o in listed}
+        midnight = "2023-05-07T04:00:00.000000Z"  # in New York (EDT)
+        assert (when[dated["id"]], when[naive["id"]]) == (midnight, "2023-05-07T16:00:00.000000Z")
+        assert (await call(client, "memory_get", id=saved["id"]))["memory"]["occurred_at"] == midnight
+        assert action["action"]["due"] == midnight
+        on_the_7th = await call(client, "memory_observations", since="2023-05-07", until="2023-05-07")
+        assert {o["id"] for o in on_the_7th["observations"]} == {dated["id"], naive["id"], ids["evening"]}
+        found = await call(client, "memory_recall", query="team", since="2023-05-07", until="2023-05-07T12:00")
+        assert {h["id"] for h in found["hits"]} == {dated["id"], naive["id"]}
+        assert await first_hit(client, "breakfast on 7 May 2023") == dated["id"]
+
+
+@pytest.mark.parametrize("zone", [NEW_YORK, "Asia/Tokyo"])
+async def test_the_calendars_first_and_last_days_bound_everything_in_any_zone(
+    settings: Settings, clock: FakeClock, zone: str
+) -> None:
+    # New York's last day ends in the year 10000 in UTC, Tokyo's first began in the year 0
+    async with Client(build_server(settings.model_copy(update={"timezone": zone}), clock)) as client:
+        observed = await call(client, "memory_observe", content="Release checklist reviewed.")
+        listed = await call(client, "memory_observations", since="0001-01-01", until="9999-12-31")
+        assert [o["id"] for o in listed["observations"]] == [observed["id"]]
+
+
 async def test_yesterday_is_yesterday_in_the_databases_zone(settings: Settings, clock: FakeClock) -> None:
     clock.now = datetime(2026, 3, 11, 3, 0, tzinfo=UTC)  # 20:00 on 10 March in Los Angeles (PDT)
     async with Client(build_server(settings.model_copy(update={"timezone": "America/Los_Angeles"}), clock)) as client:

@@ -65,7 +65,7 @@ class ActionService(Service):
             priority=priority,
             parent_id=parent_id,
             tags=_tags(scrub, tags),
-            due=moment("due", due),
+            due=moment("due", due, self.zone),
             created_at=now,
             updated_at=now,
         )
@@ -132,7 +132,7 @@ class ActionService(Service):
             if tags is not None:
                 changes["tags"] = _tags(scrub, tags)
             if due is not None or clear_due:
-                changes["due"] = moment("due", due)
+                changes["due"] = moment("due", due, self.zone)
             new_parent = None
             if clear_parent:
                 changes["parent_id"] = None

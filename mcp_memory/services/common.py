@@ -8,13 +8,13 @@ from collections import Counter
 from collections.abc import Awaitable, Callable, Hashable, Iterable
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import datetime, timedelta, tzinfo
 
 import anyio.lowlevel
 import numpy as np
 import numpy.typing as npt
 
-from mcp_memory.clock import Clock, date_only, epoch, parse_moment, to_iso
+from mcp_memory.clock import Clock, date_only, end_of_day, epoch, parse_moment, to_iso
 from mcp_memory.config import Settings
 from mcp_memory.db import Database
 from mcp_memory.errors import InvalidInputError
@@ -90,6 +90,11 @@ class Service:
     def now_iso(self) -> str:
         return to_iso(self.deps.clock())
 
+    @property
+    def zone(self) -> tzinfo:
+        """The database's time zone: the one a caller's date or time without an offset is read in."""
+        return self.deps.index.zone
+
     def scrubber(self) -> Scrubber:
         """A scrubber that accumulates redaction counts for one call."""
         return Scrubber(self.deps.privacy)
@@ -160,30 +165,43 @@ def check_session_id(session_id: str) -> str:
     return session_id
 
 
-def moment(field: str, value: str | None) -> str | None:
-    """Caller-given time (ISO-8601 or a date) as stored text, or an error naming the field."""
+_NOT_A_MOMENT = "must be an ISO-8601 date or date-time in the years 0001-9999, e.g. 2024-05-01T14:30:00Z"
+
+
+def moment(field: str, value: str | None, zone: tzinfo) -> str | None:
+    """Caller-given time (ISO-8601 or a date; without an offset, in the database's `zone`) as stored
+    text, or an error naming the field."""
     if value is None:
         return None
     try:
-        return to_iso(parse_moment(value))
+        return to_iso(parse_moment(value, zone))
     except ValueError:
-        raise InvalidInputError(
-            field, "must be an ISO-8601 date or date-time in the years 0001-9999, e.g. 2024-05-01T14:30:00Z"
-        ) from None
+        raise InvalidInputError(field, _NOT_A_MOMENT) from None
     except OverflowError:  # valid text whose offset moves it past year 1 or 9999 in UTC
         raise InvalidInputError(
             field, "must fall within the years 0001-9999 once converted to UTC, e.g. 2024-05-01T14:30:00Z"
         ) from None
 
 
-def time_window(since: str | None, until: str | None) -> tuple[str | None, str | None]:
-    """A validated (since, until) pair of stored times; a date-only `until` includes that whole day."""
-    start, end = moment("since", since), moment("until", until)
-    if until is not None and end is not None and date_only(until) is not None:
-        end = to_iso(parse_moment(until) + timedelta(days=1, microseconds=-1))
+def time_window(since: str | None, until: str | None, zone: tzinfo) -> tuple[str | None, str | None]:
+    """A validated (since, until) pair of stored times; a date-only `until` includes that whole day,
+    and days and times without an offset are read in the database's `zone`."""
+    start, end = _bound("since", since, zone), _bound("until", until, zone)
     if start and end and start > end:
         raise InvalidInputError("since", "must not be later than until")
     return start, end
+
+
+def _bound(field: str, value: str | None, zone: tzinfo) -> str | None:
+    """One end of a time window as stored text. A day at the calendar's edge whose bound in `zone`
+    falls past it in UTC is that edge: "until 9999-12-31" in New York still means "until the end"."""
+    day = None if value is None else date_only(value)
+    if day is None:
+        return moment(field, value, zone)
+    try:
+        return to_iso(end_of_day(day, zone) if field == "until" else parse_moment(day, zone))
+    except OverflowError:
+        return to_iso(datetime.max if day.year == 9999 else datetime.min)
 
 
 def idle_cutoff(now: datetime, minutes: int) -> str:

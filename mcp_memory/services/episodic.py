@@ -64,7 +64,7 @@ class EpisodicService(Service):
         scrub = self.scrubber()
         content = scrub.required("content", content)
         packed = compress(content, scrub.optional(title), scrub.many(facts), scrub.many(concepts), scrub.many(files))
-        when = moment("occurred_at", occurred_at)
+        when = moment("occurred_at", occurred_at, self.zone)
         instant = self.now()  # one moment for the whole call: a new session starts when its first observation is made
         now = to_iso(instant)
         agent = scrub.optional(agent_id or self.settings.agent_id)
@@ -284,7 +284,7 @@ class EpisodicService(Service):
         full: bool,
     ) -> ObservationList:
         """A page of observations in time order, compressed unless `full`."""
-        start, end = time_window(since, until)
+        start, end = time_window(since, until, self.zone)
         async with self.db.read() as conn:
             if session_id is not None:
                 session_id = (await SessionRepository(conn).get(session_id, project)).id
@@ -330,7 +330,7 @@ class EpisodicService(Service):
                 anchor_obs = await repo.get(anchor, project, field="anchor")
                 when, seq = anchor_obs.occurred_at or anchor_obs.created_at, anchor_obs.seq
             else:
-                when = moment("at", at) or self.now_iso()
+                when = moment("at", at, self.zone) or self.now_iso()
                 seq = 0 if at is not None else 1 << 62  # "now" comes after whatever was recorded at this moment
             earlier, later = await repo.around(
                 project, when, seq, session_id, before, after, anchor_obs.id if anchor_obs else None

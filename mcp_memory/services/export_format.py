@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import codecs
 from collections.abc import AsyncGenerator, Callable, Mapping, Sequence
+from datetime import tzinfo
 from typing import Any, Protocol
 
 from pydantic import BaseModel, ValidationError
@@ -114,11 +115,12 @@ def check_document(document: dict[str, Any]) -> dict[str, list[Any]]:
     return tables
 
 
-def row_parser(scrub: Scrubber, only_project: str | None) -> RowParser:
-    """A RowParser that scrubs free text with `scrub` and, if given, admits only `only_project`."""
+def row_parser(scrub: Scrubber, only_project: str | None, zone: tzinfo) -> RowParser:
+    """A RowParser that scrubs free text with `scrub`, reads a time without an offset in `zone`
+    and, if given, admits only `only_project`."""
 
     def parse(spec: TableSpec, index: int, row: Any) -> BaseModel:
-        return _parse_row(spec, index, row, scrub, only_project)
+        return _parse_row(spec, index, row, scrub, only_project, zone)
 
     return parse
 
@@ -172,7 +174,9 @@ async def read_batches(
         yield spec, rows, read
 
 
-def _parse_row(spec: TableSpec, index: int, row: Any, scrub: Scrubber, only_project: str | None) -> BaseModel:
+def _parse_row(
+    spec: TableSpec, index: int, row: Any, scrub: Scrubber, only_project: str | None, zone: tzinfo
+) -> BaseModel:
     """Validate one imported row by the rules the tools keep, and scrub its free-text fields."""
     where = f"document.tables.{spec.name}[{index}]"
     if not isinstance(row, dict):
@@ -210,7 +214,7 @@ def _parse_row(spec: TableSpec, index: int, row: Any, scrub: Scrubber, only_proj
     for name, value in record.model_dump().items():
         try:
             if (name.endswith("_at") or name == "due") and value is not None:
-                cleaned[name] = moment(name, value)  # stored times are always UTC "…Z" text
+                cleaned[name] = moment(name, value, zone)  # stored times are always UTC "…Z" text
             elif name == "project":
                 cleaned[name] = project
             elif name in _NOT_TEXT:

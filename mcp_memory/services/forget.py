@@ -115,7 +115,7 @@ class ForgetService(Service):
         """
         if kind is not None and kind not in FILTERABLE:
             raise InvalidInputError("kind", f"must be one of {', '.join(FILTERABLE)}")
-        start, end = time_window(since, until)
+        start, end = time_window(since, until, self.zone)
         filtered = kind is not None or session_id is not None or start is not None or end is not None
         if not ids and not filtered:
             raise InvalidInputError("ids", "give ids, or at least one filter (kind, session_id, since, until)")

@@ -80,7 +80,7 @@ class MemoryService(Service):
             files=list(dict.fromkeys(f.strip() for f in scrub.many(files) or [] if f.strip())),
             importance=0.5 if importance is None else importance,
             ref=scrub.optional(ref),
-            occurred_at=moment("occurred_at", occurred_at),
+            occurred_at=moment("occurred_at", occurred_at, self.zone),
             root_id="",
             created_at=now,
             updated_at=now,

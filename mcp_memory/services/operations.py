@@ -153,7 +153,7 @@ class OperationsService(Service):
         if (document is None) == (path is None):
             raise InvalidInputError("document", "give exactly one of document or path")
         scrub = self.scrubber()
-        parse = row_parser(scrub, only_project)
+        parse = row_parser(scrub, only_project, self.zone)
         tally = ImportTally(ImportScope(only_project), restore=restore_forgotten)
         try:
             if document is not None:

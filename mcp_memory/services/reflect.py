@@ -165,7 +165,7 @@ class ReflectService(Service):
         tx.changed("profile", project, "reflect")
 
     def _window(self, session_id: str | None, since: str | None, until: str | None) -> tuple[str | None, str | None]:
-        start, end = time_window(since, until)
+        start, end = time_window(since, until, self.zone)
         if session_id is None and start is None and end is None:
             start = to_iso(self.now() - timedelta(days=REFLECT_DAYS))
         return start, end

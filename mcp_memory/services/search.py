@@ -67,7 +67,7 @@ class SearchService(Service):
         unknown = wanted - SEARCHABLE_KINDS
         if unknown:
             raise InvalidInputError("kinds", f"unknown kind {sorted(unknown)[0]!r}; use {sorted(SEARCHABLE_KINDS)}")
-        start, end = time_window(since, until)
+        start, end = time_window(since, until, self.zone)
         shown, searched = self.scrubber().query(query)
         respelled = respell_query(self.deps.index, _scopes(project, wanted), searched)
         if session_id is not None:

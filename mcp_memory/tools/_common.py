@@ -44,10 +44,16 @@ OccurredAt = Annotated[
     str | None,
     Field(
         max_length=40,
-        description="When it happened (ISO-8601 date or date-time), for past history; default now.",
+        description=(
+            "When it happened (ISO-8601 date or date-time; without an offset, in the database's time zone), "
+            "for past history; default now."
+        ),
     ),
 ]
-When = Annotated[str | None, Field(max_length=40, description="ISO-8601 date or date-time.")]
+When = Annotated[
+    str | None,
+    Field(max_length=40, description="ISO-8601 date or date-time; without an offset, in the database's time zone."),
+]
 SessionId = Annotated[
     str | None,
     Field(max_length=128, description="Session id; omit to use the current session (one is started if needed)."),
