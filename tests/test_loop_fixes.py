@@ -290,3 +290,51 @@ async def test_a_fact_found_recurring_before_the_pass_is_checked_again_inside_it
     assert found == seen
     assert after_forgetting == []
     assert [(c.action, c.detail) for c in report.changes] == [("promoted", f"seen in 3 sessions: {STAGING}")]
+
+
+async def test_two_nearly_equal_recurring_facts_are_promoted_once_and_the_next_pass_is_a_no_op(
+    client: Client,
+) -> None:
+    short = "The api server listens on port 8080 behind nginx."
+    longer = "The api server listens on port 8080 behind the nginx proxy."
+    for n in range(6):
+        fact = short if n < 3 else longer
+        await call(client, "memory_observe", content=f"Session {n} notes.", facts=[fact], session_id=f"s{n}")
+    first = await call(client, "memory_consolidate")
+    second = await call(client, "memory_consolidate")
+
+    promoted = [c for c in first["changes"] if c["action"] == "promoted"]
+    assert [c["detail"] for c in promoted] == [f"seen in 3 sessions: {short}"]
+    assert second["changes"] == []
+
+
+async def test_a_promoted_fact_a_newer_version_corrected_is_not_promoted_again(client: Client) -> None:
+    fact = "The worker queue uses rabbitmq with three replicas."
+    for n in range(3):
+        await call(client, "memory_observe", content=f"Queue notes {n}.", facts=[fact], session_id=f"q{n}")
+    promoted = [c["id"] for c in (await call(client, "memory_consolidate"))["changes"] if c["action"] == "promoted"]
+    correction = "We migrated the job system to kafka; rabbitmq is gone."
+    await call(client, "memory_save", content=correction, supersedes=promoted[0])
+
+    again = await call(client, "memory_consolidate")
+    found = await call(client, "memory_smart_search", query="rabbitmq", kinds=["memory"])
+
+    assert [c for c in again["changes"] if c["action"] == "promoted"] == []
+    assert [h["snippet"] for h in found["hits"]] == [correction]
+
+
+async def test_a_restricted_callers_pass_leaves_the_read_only_global_lessons_alone(
+    settings: Settings, clock: FakeClock
+) -> None:
+    async with Client(build_server(settings, clock)) as client:
+        shared = await call(client, "memory_lesson_save", content="Pin dependency versions.", scope="global")
+        own = await call(client, "memory_lesson_save", content="Run the linter before pushing.")
+    clock.advance(days=400)  # both fade unless reinforced
+
+    async with Client(build_server(settings.model_copy(update={"isolated": True}), clock)) as client:
+        restricted = await call(client, "memory_consolidate")
+    async with Client(build_server(settings, clock)) as client:
+        unrestricted = await call(client, "memory_consolidate")
+
+    assert [(c["action"], c["id"]) for c in restricted["changes"]] == [("faded", own["lesson"]["id"])]
+    assert [(c["action"], c["id"]) for c in unrestricted["changes"]] == [("faded", shared["lesson"]["id"])]

@@ -257,6 +257,12 @@ class MemoryRepository(Repository):
             f"SELECT {_COLUMNS} FROM memories WHERE project = ? AND is_latest = 1", (project,), _memory
         )
 
+    async def superseded_contents(self, project: str) -> list[str]:
+        """The content of every version of a project's memories that a newer version replaced."""
+        return await self.fetch_paged(
+            "SELECT content FROM memories WHERE project = ? AND is_latest = 0", (project,), lambda row: str(row[0])
+        )
+
     async def latest_digests(self, project: str) -> list[MemoryDigest]:
         """What near-duplicate passes compare of every latest memory of a project, oldest first."""
         return await self.fetch_paged(

@@ -2,16 +2,17 @@
 
 Steps, in order: relink memory version chains left out of line; merge near-duplicate memories into
 version chains; promote facts that recur in `promote_min_sessions` sessions into memories (never one
-a forgotten memory said); crystallize ended sessions without a current summary; persist lesson decay
-and soft-delete faded lessons; fold sessions down to the cap; prune outcomes older than
-`outcome_retention_days` whose task type has a heuristic that holds and which that heuristic or an
-anti-pattern counts (their score, success and time stay in pruned_outcomes for score histories);
-drop heuristics that no longer hold; last, delete stored search words no record uses
-(services/indexing.py, sweep_terms). A heuristic holds while the success share its evidence gives it
-is above `heuristic_min_success`: time alone never drops one (it only fades, like any lesson).
-Outcomes are pruned only in favour of a heuristic that outlives the same pass, and what they showed
-moves into its tally, so the store never loses both the evidence and the conclusion. Nothing that a
-relation points to is deleted, and pinned slots and open actions are never touched.
+a forgotten memory said or a newer version of a memory replaced, nor two that say nearly the same);
+crystallize ended sessions without a current summary; persist lesson decay and soft-delete faded
+lessons; fold sessions down to the cap; prune outcomes older than `outcome_retention_days` whose
+task type has a heuristic that holds and which that heuristic or an anti-pattern counts (their
+score, success and time stay in pruned_outcomes for score histories); drop heuristics that no longer
+hold; last, delete stored search words no record uses (services/indexing.py, sweep_terms). A
+heuristic holds while the success share its evidence gives it is above `heuristic_min_success`: time
+alone never drops one (it only fades, like any lesson). Outcomes are pruned only in favour of a
+heuristic that outlives the same pass, and what they showed moves into its tally, so the store never
+loses both the evidence and the conclusion. Nothing that a relation points to is deleted, and pinned
+slots and open actions are never touched.
 
 The whole pass is one transaction, so a cancelled pass leaves nothing behind, and a dry run is the
 same pass rolled back: it reports exactly what a real run would do, except the ids of records the
@@ -41,7 +42,7 @@ from mcp_memory.repositories.observations import ObservationRepository
 from mcp_memory.repositories.relations import RelationRepository
 from mcp_memory.search.index import SearchFilter
 from mcp_memory.search.termsets import TermSets
-from mcp_memory.services.common import GLOBAL_PROJECT, Breather, Deps, Progress, Service, no_progress
+from mcp_memory.services.common import GLOBAL_PROJECT, Breather, Deps, Progress, Service, jaccard, no_progress
 from mcp_memory.services.compress import shorten
 from mcp_memory.services.duplicates import ChainsInPass, Pair, duplicate_pairs, still_as_planned
 from mcp_memory.services.episodic import EpisodicService
@@ -93,9 +94,10 @@ class ConsolidateService(Service):
         self.upkeep = HeuristicUpkeep(deps, lessons)
 
     async def consolidate(
-        self, project: str, *, dry_run: bool = False, progress: Progress | None = None
+        self, project: str, *, dry_run: bool = False, progress: Progress | None = None, restricted: str | None = None
     ) -> ConsolidateResult:
-        """Run every step; return each change by kind and id (a dry run changes nothing)."""
+        """Run every step; return each change by kind and id (a dry run changes nothing). A caller
+        `restricted` to one project leaves the global lessons, read-only to it, as they are."""
         report = progress or no_progress
         changes: list[Change] = []
         relinked: list[str] = []
@@ -104,7 +106,7 @@ class ConsolidateService(Service):
             ("merging near-duplicate memories", lambda tx, project: self._merge(tx, project, plan, relinked)),
             ("promoting recurring facts", lambda tx, project: self._promote_facts(tx, project, candidates)),
             ("crystallizing ended sessions", self._crystallize),
-            ("persisting lesson decay", self._decay_lessons),
+            ("persisting lesson decay", lambda tx, project: self._decay_lessons(tx, project, restricted is None)),
             ("folding sessions over the cap", self._fold),
             ("pruning old outcomes", self.upkeep.prune_outcomes),
             ("dropping weak heuristics", self.upkeep.drop_heuristics),
@@ -226,17 +228,29 @@ class ConsolidateService(Service):
             for start in range(0, len(candidates), _READ_CHUNK)
             for obs in await repo.facts(project, candidates[start : start + _READ_CHUNK])
         ]
-        forgotten = await MetaRepository(tx).forgotten_facts(project)
+        groups = await self._fact_groups(observations)
+        if not groups:
+            return []
+        # A forgotten memory stays forgotten, and one a newer version corrected stays corrected.
+        gone = await MetaRepository(tx).forgotten_facts(project) | {
+            fact_fingerprint(text) for text in await MemoryRepository(tx).superseded_contents(project)
+        }
+        analyzer = self.deps.index.analyzer
+        promoted: list[frozenset[str]] = []  # the index learns of this pass's memories only at commit
         changes = []
-        for sightings in await self._fact_groups(observations):
-            if forgotten and any(fact_fingerprint(f) in forgotten for f in {fact for fact, _, _ in sightings}):
-                continue  # a memory saying this was forgotten, and stays forgotten
+        for sightings in groups:
+            if any(fact_fingerprint(f) in gone for f in {fact for fact, _, _ in sightings}):
+                continue
             text = Counter(fact for fact, _, _ in sightings).most_common(1)[0][0]
-            if self.memories.most_similar(project, text) is not None:
+            words = frozenset(analyzer.terms(text))
+            if self.memories.most_similar(project, text) is not None or any(
+                jaccard(words, earlier) > SUPERSEDE_THRESHOLD for earlier in promoted
+            ):
                 continue  # already known: a memory says (nearly) the same
             saved = await self.memories.save(
                 project, text, "fact", importance=0.6, ref=f"promoted from {sightings[0][2]}"
             )
+            promoted.append(words)
             sessions = len({session for _, session, _ in sightings})
             detail = f"seen in {sessions} sessions: {shorten(text, 80)}"
             changes.append(Change(kind="memory", action="promoted", id=saved.id, detail=detail))
@@ -252,11 +266,11 @@ class ConsolidateService(Service):
                 )
         return changes
 
-    async def _decay_lessons(self, tx: Tx, project: str) -> list[Change]:
+    async def _decay_lessons(self, tx: Tx, project: str, with_global: bool) -> list[Change]:
         now = self.now()
         stamp = to_iso(now)
         changes = []
-        lessons = await LessonRepository(tx).find([project, GLOBAL_PROJECT])
+        lessons = await LessonRepository(tx).find([project, GLOBAL_PROJECT] if with_global else [project])
         keep = await self._pointed_at(tx, [lesson.id for lesson in lessons])
         for lesson in lessons:
             confidence = self.lessons.confidence(lesson, now)

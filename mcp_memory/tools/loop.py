@@ -21,7 +21,7 @@ from pydantic import Field
 
 from mcp_memory.models.loop import ConsolidateResult, CrystallizeResult, ReflectResult
 from mcp_memory.tools._common import Ctx, Project, When, app_of, make_tool
-from mcp_memory.tools.caller import project_of
+from mcp_memory.tools.caller import project_of, restricted_to
 
 logger = logging.getLogger(__name__)
 
@@ -106,7 +106,10 @@ async def memory_consolidate(
 ) -> ConsolidateResult:
     """Maintenance pass: merge duplicates, promote recurring facts, summarise, decay and prune; reports every change."""
     return await app_of(ctx).consolidation.consolidate(
-        await project_of(ctx, project), dry_run=dry_run, progress=ctx.report_progress
+        await project_of(ctx, project),
+        dry_run=dry_run,
+        progress=ctx.report_progress,
+        restricted=await restricted_to(ctx),
     )
 
 
