@@ -220,6 +220,19 @@ async def test_resaving_identical_content_with_new_metadata_makes_a_version_that
     )
 
 
+async def test_short_content_saved_again_is_the_same_memory_though_first_saved_with_metadata(client: Client) -> None:
+    # "use" "tab" against "use" "tab" "style": a Jaccard of 2/3, yet plainly the same memory
+    first = await call(client, "memory_save", content="Use tabs", concepts=["style"])
+    same = await call(client, "memory_save", content="Use tabs")
+    retitled = await call(client, "memory_save", content="use  TABS", title="Tabs")
+
+    assert (same["unchanged"], same["id"]) == (True, first["id"])
+    assert (retitled["version"], retitled["superseded_id"], retitled["resembles"]) == (2, first["id"], None)
+    memory = (await call(client, "memory_get", id=retitled["id"]))["memory"]
+    assert (memory["content"], memory["title"], memory["concepts"]) == ("use  TABS", "Tabs", ["style"])
+    assert (await call(client, "memory_diagnose"))["counts"]["memories"] == 2  # both versions, one live
+
+
 async def test_saving_the_same_content_as_another_kind_makes_a_new_version(client: Client) -> None:
     first = await call(client, "memory_save", content=DB_FACT, kind="fact")
     again = await call(client, "memory_save", content=DB_FACT, kind="decision")

@@ -20,6 +20,9 @@ from mcp_memory.services.index_docs import DocSpec
 SUPERSEDE_THRESHOLD = 0.7
 """Saving a memory whose term set has Jaccard similarity above this with a live one supersedes it."""
 
+_SAME_CONTENT_READS = 8
+"""How many of the most similar memories a save reads to find one with the same content."""
+
 RESEMBLE_THRESHOLD = 0.5
 """A live memory at least this similar, but not above `SUPERSEDE_THRESHOLD`, is named in the save
 result so the agent can decide whether the new one should replace it."""
@@ -154,24 +157,36 @@ class MemoryService(Service):
                     f"supersedes: {supersedes} is an old version; the latest is {latest}, supersede that one"
                 )
             return named, round(self._jaccard(terms, named.id), 4), None
-        found = self._closest(draft.project, text, RESEMBLE_THRESHOLD)
-        best = None if found is None else await repo.get_or_none(found[0], draft.project)
-        if found is None or best is None or not best.is_latest:
+        found = self._alike(draft.project, text, RESEMBLE_THRESHOLD)[:_SAME_CONTENT_READS]
+        if not found:
             return None, None, None
-        if found[1] > SUPERSEDE_THRESHOLD:
-            return best, round(found[1], 4), None
-        return None, None, Resemblance(id=best.id, title=best.title, similarity=round(found[1], 4))
+        if found[0][1] <= SUPERSEDE_THRESHOLD:
+            # Below the threshold for a title, concepts or files the other has: the same content is
+            # the same memory ("Use tabs" saved again without the concept it was first given). Only
+            # memories at least RESEMBLE_THRESHOLD alike are read: a save never scans every memory.
+            alike = {m.id: m for m in await repo.get_many([i for i, _ in found], draft.project)}
+            content = _normal(draft.content)
+            for memory_id, similarity in found:
+                same = alike.get(memory_id)
+                if same is not None and same.is_latest and _normal(same.content) == content:
+                    return same, round(similarity, 4), None
+        best = await repo.get_or_none(found[0][0], draft.project)
+        if best is None or not best.is_latest:
+            return None, None, None
+        if found[0][1] > SUPERSEDE_THRESHOLD:
+            return best, round(found[0][1], 4), None
+        return None, None, Resemblance(id=best.id, title=best.title, similarity=round(found[0][1], 4))
 
     def most_similar(self, project: str, text: str) -> tuple[str, float] | None:
         """The live memory whose term set overlaps `text`'s above the supersede threshold, if any."""
-        best = self._closest(project, text, SUPERSEDE_THRESHOLD)
-        return best if best is not None and best[1] > SUPERSEDE_THRESHOLD else None
+        found = self._alike(project, text, SUPERSEDE_THRESHOLD)
+        return found[0] if found and found[0][1] > SUPERSEDE_THRESHOLD else None
 
-    def _closest(self, project: str, text: str, floor: float) -> tuple[str, float] | None:
-        """The live memory most similar to `text` with Jaccard >= `floor` (ties by id), if any."""
+    def _alike(self, project: str, text: str, floor: float) -> list[tuple[str, float]]:
+        """The live memories with Jaccard >= `floor` to `text`, most similar first (ties by id)."""
         known, unknown = self.term_ids(text)
         found = self.deps.index.similar(project, known, floor, SearchFilter(kinds=frozenset({"memory"})), unknown)
-        return min(found.items(), key=lambda s: (-s[1], s[0]), default=None)
+        return sorted(found.items(), key=lambda s: (-s[1], s[0]))
 
     def term_ids(self, text: str) -> tuple[frozenset[int], int]:
         """The index's ids of `text`'s words, and how many of its words the index does not know."""
@@ -303,6 +318,11 @@ def _in_saved_order(chain: Sequence[Memory], root_id: str) -> list[Memory]:
     # versions whose parents follow one another in a circle (no tool makes one): last, by time
     order += sorted((m for group in followers.values() for m in group), key=lambda m: (m.created_at, m.id))
     return order
+
+
+def _normal(content: str) -> str:
+    """Content as compared for sameness: case and spacing aside."""
+    return " ".join(content.split()).casefold()
 
 
 def _same(old: Memory, new: Memory, given: set[str]) -> bool:
