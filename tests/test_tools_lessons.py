@@ -378,6 +378,21 @@ async def test_recall_filters_by_task_type_and_kind(client: Client) -> None:
     assert [x["id"] for x in await recall(client, kinds=["anti_pattern"])] == [anti["id"]]
 
 
+async def test_recall_for_a_task_type_puts_its_lessons_before_the_untyped(client: Client) -> None:
+    untyped = [
+        (await save(client, f"Formatting advice number {n} for every task.", confidence=0.95))["lesson"]["id"]
+        for n in range(6)
+    ]
+    bugfix = await save(client, "Reproduce the crash before changing code.", task_type="bugfix", confidence=0.6)
+
+    no_query = await recall(client, task_type="bugfix", limit=3)
+    with_query = await recall(client, "advice before changing code", task_type="bugfix", limit=3)
+
+    assert [x["id"] for x in no_query] == [bugfix["lesson"]["id"], *sorted(untyped)[:2]]
+    assert with_query[0]["id"] == bugfix["lesson"]["id"]
+    assert {x["id"] for x in with_query[1:]} <= set(untyped)
+
+
 async def test_memory_lessons_lists_by_confidence_with_filters_and_paging(client: Client) -> None:
     a = (await save(client, "Alpha lesson about tests.", confidence=0.7, task_type="testing"))["lesson"]
     b = (await save(client, "Beta lesson about docs.", confidence=0.9, task_type="documentation"))["lesson"]

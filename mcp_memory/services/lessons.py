@@ -302,7 +302,8 @@ class LessonService(Service):
         kinds: Sequence[str] | None = None,
         limit: int = 10,
     ) -> list[LessonView]:
-        """Active lessons of one scope, best first: relevance × confidence, or confidence without a query."""
+        """Active lessons of one scope, best first: relevance × confidence, or confidence without a query.
+        With a `task_type`, that type's lessons come before the untyped ones, and other types' are left out."""
         if limit <= 0:
             return []
         subtypes = frozenset(kinds) if kinds else None
@@ -324,7 +325,7 @@ class LessonService(Service):
             confidence = self.confidence(lesson)
             if not self.faded(lesson, confidence):
                 scored.append((relevance[lesson.id] * confidence, lesson))
-        scored.sort(key=lambda pair: (-pair[0], pair[1].id))
+        scored.sort(key=lambda pair: (task_type is not None and pair[1].task_type != task_type, -pair[0], pair[1].id))
         return [self.view(lesson, score if query else None) for score, lesson in scored[:limit]]
 
     def _relevance(self, query: str, hits: Sequence[Hit]) -> dict[str, float]:
