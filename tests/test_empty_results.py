@@ -61,5 +61,5 @@ async def test_a_search_with_hits_gives_no_hint_and_one_with_unknown_words_names
         nothing = await call(client, tool, query="what about opensearch decomission?")
         assert nothing["hits"] == []
         assert nothing["hint"] == (
-            "No record holds 'opensearch', 'decomission': check the spelling, or try other words for it."
+            "No searchable record holds 'opensearch', 'decomission': check the spelling, or try other words for it."
         )

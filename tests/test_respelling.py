@@ -93,7 +93,7 @@ async def test_a_word_held_only_by_another_project_is_never_suggested(client: Cl
     await call(client, "memory_save", content="Docker compose notes", kind="fact", project="mine")
     found = await call(client, "memory_smart_search", query="kubernetis", project="mine")
     assert found["hits"] == []
-    assert found["hint"] == "No record holds 'kubernetis': check the spelling, or try other words for it."
+    assert found["hint"] == "No searchable record holds 'kubernetis': check the spelling, or try other words for it."
 
 
 async def test_a_global_lesson_word_respells_a_project_search(client: Client) -> None:

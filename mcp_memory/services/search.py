@@ -194,7 +194,8 @@ class SearchService(Service):
         return self._unknown_hint(project, query)
 
     def _unknown_hint(self, project: str, query: str) -> str | None:
-        """Which of the query's words no record of the project holds (a typo, most often), if any."""
+        """Which of the query's words no searchable record of the project holds (a typo, most often), if
+        any: outcomes and mistake cards, which search does not reach, may still hold them."""
         index = self.deps.index
         partition, vocab = index.partition(project), index.vocab
         unknown = [
@@ -206,7 +207,7 @@ class SearchService(Service):
         if not unknown:
             return None
         listed = ", ".join(repr(w) for w in unknown[:8])
-        return f"No record holds {listed}: check the spelling, or try other words for it."
+        return f"No searchable record holds {listed}: check the spelling, or try other words for it."
 
     async def _fetch(self, conn: Conn, project: str, ids: list[str], into: SmartSearchResult) -> None:
         by_kind: dict[str, list[str]] = {}
