@@ -24,7 +24,12 @@ _Pick = Callable[[re.Match[str]], _Span]
 _MARKER = re.compile(r"\[(?:REDACTED:[A-Za-z0-9_.-]{1,64}|private)\]")
 _KIND = re.compile(r"[A-Za-z0-9_.-]{1,64}")
 _TAG = re.compile(r"<\s{0,5}(/?)\s{0,5}private(?:\s[^<>]{0,200})?>", re.IGNORECASE)
-_KEYWORDS = r"(?:passw(?:or)?d|passphrase|pwd|secret|(?:api|access|secret|private)[_-]?key|apikey|token)"
+# `loose` keywords also name other things: `pass` ends `DB_PASS` but also `first_pass`, a count, and
+# "API key: …" heads prose too, so their unquoted values must look less like words or counts.
+_KEYWORDS = (
+    r"(?:passw(?:or)?d|passphrase|pwd|secret|(?:api|access|secret|private)[_-]?key|secret[_-]?key[_-]?base|apikey"
+    r"|token|(?P<loose>(?<=[A-Za-z0-9][_-]|--)pass|(?:api|access|secret) key))"
+)
 _KEYWORD_NEEDLES = ("pass", "pwd", "secret", "key", "token")
 # An unquoted value runs to the next whitespace, since a secret may hold any punctuation
 # ("Xk9;vT2&qL7,mZ4"); only a `,` `;` or `&` that starts another `key=value` pair (a query
@@ -40,6 +45,9 @@ _NON_SECRET_WORDS = frozenset({"none", "null", "nil", "true", "false", "undefine
 _PLACEHOLDER = re.compile(r"<[^<>]*>|\$[{(].*|\$[A-Za-z_]\w*|\{\{.*|%\(?\w*\)?s|[*x•.…]{3,}|your[_-].*", re.IGNORECASE)
 # Unquoted code such as `os.environ["X"]`, `get_pw()` or `self.token` names a secret, it isn't one.
 _CODE_REF = re.compile(r"[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*[(\[].*|[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)+")
+# …unless a run of its letters and digits mixes both cases with digits in two places, as random
+# tokens do (`ya29.a0AfH6SMBxyz123`) and names rarely do (`os.environ`, `x509Cert`, `v1beta1`).
+_RANDOM_RUN = re.compile(r"(?<![A-Za-z0-9])(?=[A-Za-z0-9]*[a-z])(?=[A-Za-z0-9]*[A-Z])[A-Za-z]*[0-9]+[A-Za-z]+[0-9]")
 _AUTH = r"(?i)authorization[\"']?[ \t]{0,5}[:=][ \t]{0,5}[\"']?"
 _AUTH_HEADER = re.compile(_AUTH + r"\Z")
 
@@ -59,7 +67,7 @@ def _is_secret(value: str, *, quoted: bool, strict: bool = False) -> bool:
         return False
     if quoted:
         return True
-    if _CODE_REF.fullmatch(v):
+    if _CODE_REF.fullmatch(v) and not _RANDOM_RUN.search(v):
         return False
     # Short plain words after "key: " are usually prose ("token: see docs"); `KEY=value` is not.
     return strict or len(v) >= 8 or not v.isalpha()
@@ -78,12 +86,26 @@ def _with_digit(m: re.Match[str]) -> _Span:
     return m.span() if any(c.isdigit() for c in m.group()) else None
 
 
+def _random_looking(token: str) -> bool:
+    return any(c.isdigit() for c in token) or (token.lower() != token != token.upper())
+
+
+def _mixed(m: re.Match[str]) -> _Span:
+    # A random token has a digit or both cases; a long snake_case name (`hf_…`, `npm_…`) has neither.
+    return m.span() if _random_looking(m.group()) else None
+
+
 def _bearer(m: re.Match[str]) -> _Span:
     token = m.group("s")
     if _AUTH_HEADER.search(m.string, max(0, m.start() - 40), m.start()):
         return m.span("s")
-    random_looking = any(c.isdigit() for c in token) or (token.lower() != token != token.upper())
-    return m.span("s") if len(token) >= 16 and random_looking else None
+    return m.span("s") if len(token) >= 16 and _random_looking(token) else None
+
+
+def _prose_word(value: str, *, words: bool = True) -> bool:
+    """Whether an unquoted value reads as prose: a plain word ("is stored") or a small count ("is 12")."""
+    word = value.strip("([{" + _TRAILING)
+    return (words and word.isalpha()) or (word.isdigit() and len(word) < 4)
 
 
 def _assigned_value(m: re.Match[str]) -> _Span:
@@ -94,6 +116,9 @@ def _assigned_value(m: re.Match[str]) -> _Span:
     if cli_flag and m.group("uq").startswith("-"):
         return None  # `--password --next-flag`: the flag has no value here
     strict = cli_flag or (m.group("sep") == "=" and not m.group("pre") and not m.group("post"))
+    # `first_pass = 2` is a count and "API key: required" prose; `DB_PASS=hunter` is still a password.
+    if m.group("loose") is not None and _prose_word(m.group("uq"), words=not strict):
+        return None
     return _unquoted(m, strict=strict)
 
 
@@ -102,11 +127,30 @@ def _prose_value(m: re.Match[str]) -> _Span:
     for name in ("dq", "sq"):
         if m.group(name) is not None:
             return m.span(name) if _is_secret(m.group(name), quoted=True) else None
-    word = m.group("uq").strip("([{" + _TRAILING)
     # A plain word ("is stored", "is expired") or a small count ("is 12 characters") is prose.
-    if word.isalpha() or (word.isdigit() and len(word) < 4):
+    if _prose_word(m.group("uq")):
         return None
     return _unquoted(m, strict=False)
+
+
+def _cli_value(m: re.Match[str]) -> _Span:
+    """A password given to a command-line flag (`mysql -pX`): quoted, or up to the next whitespace."""
+    for name in ("dq", "sq"):
+        if m.group(name) is not None:
+            return m.span(name) if _is_secret(m.group(name), quoted=True) else None
+    if m.group("uq").startswith("-"):
+        return None  # `sshpass -p -f`: another flag, not a value
+    return _unquoted(m, strict=True)
+
+
+def _user_password(m: re.Match[str]) -> _Span:
+    """The password of a `user:password` pair (`curl -u`), the user kept; none when only a user is given."""
+    name = next(n for n in ("dq", "sq", "uq") if m.group(n) is not None)
+    user, _, password = m.group(name).partition(":")
+    quoted = name != "uq"
+    if not _is_secret(password if quoted else password.rstrip(_TRAILING), quoted=quoted, strict=True):
+        return None
+    return m.start(name) + len(user) + 1, m.end(name)
 
 
 def _unquoted(m: re.Match[str], *, strict: bool) -> _Span:
@@ -151,6 +195,31 @@ def _token(prefix: str, width: int, body: str, edge: str = "A-Za-z0-9_-") -> str
     return rf"{prefix}(?<![{edge}]{'.' * width}){body}"
 
 
+def _command(names: tuple[str, ...], flag: str, value: str) -> str:
+    """`flag` then `value` on the command line of one of the programs `names` (`curl … -u user:pw`).
+
+    The command line runs on over `\\`-continued lines and ends at a new line, `|`, `&&`, `&` or
+    `; ` (a `&` or `;` inside a URL does not end it). It also ends where one of `names` starts another
+    command, so every character is scanned for at most one command: cleaning stays linear.
+    """
+    name = "|".join(_token(n, len(n), "", r"\w.-") for n in names)
+    gap = rf"(?:(?!{name})[^\n|&;\\]|\\\r?\n|\\|&(?![&\s])|;(?!\s)){{0,2000}}?"
+    return rf"(?:{name})(?=[ \t]){gap}(?<=\s){flag}{value}"
+
+
+_MYSQL_CLIENTS = (
+    *("mysql" + tool for tool in ("dump", "admin", "import", "check", "show", "slap", "")),
+    *("mariadb" + tool for tool in ("-dump", "-admin", "-import", "-check", "-show", "-slap", "")),
+)
+# A flag's value: quoted, or a word up to the next whitespace.
+_CLI_VALUE = r"""(?:"(?P<dq>[^"\n]{1,1000})"|'(?P<sq>[^'\n]{1,1000})'|(?P<uq>[^\s"'][^\s]{0,1000}))"""
+# `user:password`, quoted or not; a user alone (curl then prompts for the password) is no match.
+_USER_PASSWORD = (
+    r"""(?:"(?P<dq>[^"\n:]{0,256}:[^"\n]{0,1000})"|'(?P<sq>[^'\n:]{0,256}:[^'\n]{0,1000})'"""
+    r"""|(?P<uq>[^\s"':]{0,256}:[^\s]{0,1000}))"""
+)
+
+
 _B64 = "[A-Za-z0-9_-]"
 # Most specific first: a token is counted once, under the first rule that claims it.
 _SPECIFIC = (
@@ -181,11 +250,29 @@ _SPECIFIC = (
         ("secret",),
     ),
     _rule("google_api_key", _token("AIza", 4, _B64 + "{35}"), needles=("aiza",)),
+    # OAuth access tokens: long in practice, but even a cut-off one is unmistakable by its prefix.
+    _rule(
+        "google_oauth_token",
+        _token(r"ya29\.", 5, f"{_B64}{{10,4096}}(?:\\.{_B64}{{1,4096}}){{0,3}}"),
+        needles=("ya29.",),
+    ),
+    _rule("huggingface_token", _token("hf_", 3, "[A-Za-z0-9]{34,64}(?![A-Za-z0-9_])"), _mixed, ("hf_",)),
+    _rule("npm_token", _token("npm_", 4, "[A-Za-z0-9]{36}(?![A-Za-z0-9_])"), _mixed, ("npm_",)),
+    # A PyPI token is a base64url macaroon whose first bytes always encode to `AgE`.
+    _rule("pypi_token", _token("pypi-AgE", 8, _B64 + "{50,4096}"), needles=("pypi-age",)),
+    _rule("sendgrid_key", _token(r"SG\.", 3, rf"{_B64}{{22}}\.{_B64}{{43}}(?!{_B64})"), needles=("sg.",)),
     _rule("jwt", _token("eyJ", 3, rf"{_B64}{{8,4096}}\.{_B64}{{8,8192}}\.{_B64}{{8,4096}}"), needles=("eyj",)),
 )
 
 _GENERIC = (
-    _rule("url_password", r"://[^\s:/@?#]{1,256}:(?P<s>[^\s@/]{1,256})@", _group, ("://",)),
+    # The user may be empty: `redis://:password@host` is how Redis URLs carry a password alone.
+    _rule("url_password", r"://[^\s:/@?#]{0,256}:(?P<s>[^\s@/]{1,256})@", _group, ("://",)),
+    _rule(
+        "basic_auth",
+        _command(("curl",), r"(?:-[A-Za-z]{0,5}[uU][ \t]*|--(?:proxy-)?user[ \t]+)", _USER_PASSWORD),
+        _user_password,
+        ("curl",),
+    ),
     _rule("basic_auth", _AUTH + r"basic[ \t]{1,5}(?P<s>[A-Za-z0-9+/]{1,4096}={0,2})", _group, ("author",)),
     _rule("bearer_token", r"(?i)(?=b)\bbearer[ \t]{1,5}(?P<s>[A-Za-z0-9._~+/-]{1,4096}=*)", _bearer, ("bearer",)),
     _rule(
@@ -209,6 +296,16 @@ _GENERIC = (
         _assigned_value,
         _KEYWORD_NEEDLES,
     ),
+    # Passwords that command-line clients take after a short flag: `mysql -pX` (attached: `-p` alone
+    # prompts), `sshpass -p X`, `redis-cli -a X`.
+    _rule(
+        "password_assignment",
+        _command(_MYSQL_CLIENTS, "-p", _CLI_VALUE),
+        _cli_value,
+        ("mysql", "mariadb"),
+    ),
+    _rule("password_assignment", _command(("sshpass",), "-p[ \t]*", _CLI_VALUE), _cli_value, ("sshpass",)),
+    _rule("password_assignment", _command(("redis-cli",), "-a[ \t]+", _CLI_VALUE), _cli_value, ("redis-cli",)),
 )
 
 
