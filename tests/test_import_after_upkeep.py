@@ -213,3 +213,25 @@ async def test_mistake_cards_trimmed_past_their_bound_do_not_come_back(tmp_path:
     assert [c["correct_decision"] for c in before["tables"]["mistake_cards"]] == ["Pin the base image"]
     assert imported["forgotten"] == 1
     assert after["tables"]["mistake_cards"] == before["tables"]["mistake_cards"]
+
+
+async def test_a_session_folded_in_the_middle_round_trips_with_its_positions(tmp_path: Path) -> None:
+    clock = FakeClock()
+    async with AsyncExitStack() as stack:
+        a, b = await two_machines(stack, tmp_path, clock)
+        for n in range(25):  # past the cap the least important fold, wherever they are in the session
+            content = f"we noted turn {n} about widget{n}"
+            await call(a, "memory_observe", content=content, session_id="work", importance=(n % 5) / 5)
+            clock.advance(minutes=1)
+        exported = await export_document(a)
+        await call(b, "memory_import", document=exported)
+        copied = await export_document(b)
+        back = await call(a, "memory_import", document=copied)
+        found_on = [await call(client, "memory_recall", query="widget3", neighbours=1, limit=1) for client in (a, b)]
+
+    positions = [o["seq"] for o in exported["tables"]["observations"]]
+    assert positions != list(range(16, 26))  # a fold kept the turns where they were: 4, 5, 9, 10, …
+    assert copied["tables"] == exported["tables"]
+    assert sum(back["updated"].values()) == 0
+    assert found_on[0]["hits"] == found_on[1]["hits"]
+    held_once(copied)

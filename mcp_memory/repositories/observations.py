@@ -211,27 +211,41 @@ class ObservationRepository(Repository):
         return sorted(r[0] for r in rows)
 
     async def renumber_muddled(self, session_ids: Sequence[str]) -> list[Observation]:
-        """Number afresh, in time order, the observations of those sessions whose positions are not
-        the run from folded_count + 1 to the session's count: colliding, past the count, or left at
-        or below the folded ones (copies of a session that grew apart, or folded different turns,
-        merged by an import).
+        """Number afresh, in time order, the observations of those sessions whose positions are out
+        of place: colliding, past the count, or at or below the folded count where that is not where
+        a fold left them (copies of a session that grew apart, or numbered it apart, merged by an
+        import). Returns those renumbered.
 
-        Positions then follow the session's folded observations and end at its count, so the next
-        observation recorded takes the next one. Returns those renumbered.
+        A fold keeps the positions of what it keeps, so when a session has a note with the time of
+        each folded observation, a position is in place if it is the observation's rank among the
+        kept and folded ones in time order (as recorded), and that rank is what a renumbering gives.
+        Without every note, folded observations count as the first: positions run from
+        folded_count + 1 to the session's count. Either way the next observation recorded takes
+        the count + 1.
         """
         rows = await self.conn.fetchall(
-            "WITH muddled (session_id) AS ("
-            "SELECT o.session_id FROM observations o JOIN sessions s ON s.id = o.session_id "
-            "WHERE o.session_id IN (SELECT value FROM json_each(?)) GROUP BY o.session_id "
-            "HAVING count(DISTINCT o.seq) < count(*) OR max(o.seq) > max(s.observation_count) "
-            "OR min(o.seq) <= max(s.folded_count)), "
+            "WITH chosen (session_id) AS (SELECT value FROM json_each(?)), "
+            "noted (session_id) AS ("
+            "SELECT s.id FROM sessions s WHERE s.id IN (SELECT session_id FROM chosen) AND s.folded_count > 0 "
+            "AND s.folded_count = (SELECT count(*) FROM folded_observations f WHERE f.session_id = s.id)), "
+            "events (session_id, id, at, kept) AS ("
+            "SELECT session_id, id, coalesce(occurred_at, created_at), 1 FROM observations "
+            "WHERE session_id IN (SELECT session_id FROM chosen) "
+            "UNION ALL SELECT session_id, id, happened_at, 0 FROM folded_observations "
+            "WHERE session_id IN (SELECT session_id FROM noted)), "
             "placed (id, seq) AS ("
-            "SELECT o.id, s.folded_count + row_number() OVER "
-            "(PARTITION BY o.session_id ORDER BY coalesce(o.occurred_at, o.created_at), o.id) "
-            "FROM observations o JOIN sessions s ON s.id = o.session_id "
-            "WHERE o.session_id IN (SELECT session_id FROM muddled)) "
+            "SELECT e.id, row_number() OVER (PARTITION BY e.session_id ORDER BY e.at, e.id) "
+            "+ CASE WHEN e.session_id IN (SELECT session_id FROM noted) THEN 0 ELSE s.folded_count END "
+            "FROM events e JOIN sessions s ON s.id = e.session_id), "
+            "muddled (session_id) AS ("
+            "SELECT o.session_id FROM observations o JOIN sessions s ON s.id = o.session_id "
+            "JOIN placed p ON p.id = o.id GROUP BY o.session_id "
+            "HAVING count(DISTINCT o.seq) < count(*) OR max(o.seq) > max(s.observation_count) OR min(o.seq) < 1 "
+            "OR (min(o.seq) <= max(s.folded_count) AND (o.session_id NOT IN (SELECT session_id FROM noted) "
+            "OR sum(o.seq <> p.seq) > 0))) "
             "UPDATE observations SET seq = placed.seq FROM placed "
-            "WHERE observations.id = placed.id AND observations.seq <> placed.seq "
+            "WHERE observations.id = placed.id AND observations.session_id IN (SELECT session_id FROM muddled) "
+            "AND observations.seq <> placed.seq "
             f"RETURNING {_COLUMNS}",
             (dump_json(list(session_ids)),),
         )
