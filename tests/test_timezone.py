@@ -211,3 +211,26 @@ async def test_a_running_server_follows_the_zone_another_server_re_analysed_in(
                 assert await first_hit(client, "deploy checklist on 7 May 2023") == evening["id"]
                 assert await first_hit(client, "deploy checklist on 8 May 2023") == afternoon["id"]
     assert "another server re-analysed the dates in time zone America/New_York; following it (was UTC)" in caplog.text
+
+
+async def test_a_running_server_reloads_what_another_server_re_analysed_before_it_writes(
+    settings: Settings, clock: FakeClock
+) -> None:
+    def stored_terms(*terms: str) -> set[str]:
+        with sqlite3.connect(settings.db) as conn:
+            marks = ",".join("?" * len(terms))
+            return {r[0] for r in conn.execute(f"SELECT term FROM search_terms WHERE term IN ({marks})", terms)}
+
+    async with Client(build_server(settings, clock)) as first:
+        ids = await checklist_days(first)  # in UTC both fall on 8 May
+        await call(first, "memory_observe", content="Harbour crane serviced.", occurred_at="2023-05-10T02:00:00Z")
+        async with Client(build_server(settings.model_copy(update={"timezone": NEW_YORK}), clock)) as second:
+            await call(second, "memory_recall", query="warm-up")  # waits for the re-analysis
+            # in New York the evening fell on 7 May, and nothing on 10 May: that day's word went
+            assert stored_terms("@2023-05-07", "@2023-05-10") == {"@2023-05-07"}
+            assert await first_hit(first, "deploy checklist on 7 May 2023") == ids["evening"]
+            inspected = await call(
+                first, "memory_observe", content="Harbour crane inspected.", occurred_at="2023-05-10T15:00:00Z"
+            )
+            assert stored_terms("@2023-05-10") == {"@2023-05-10"}  # stored again, not the deleted id reused
+            assert await first_hit(second, "harbour crane on 10 May 2023") == inspected["id"]

@@ -23,6 +23,9 @@ from mcp_memory.services.index_docs import VectorFeed
 logger = logging.getLogger(__name__)
 
 _SYNC_PAGE = 1_000  # audit rows read at a time
+REANALYSED = "reanalyse"
+"""The audit entry a finished re-analysis leaves: every record's stored terms were derived again
+(and words only the old terms used may be deleted), so a follower loads them all afresh."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -36,6 +39,8 @@ class Changes:
     vectors: Sequence[tuple[str, str, bytes]]
     zone: str | None
     """The time zone the database's date terms are analysed in now (another server may have changed it)."""
+    everything: bool = False
+    """Another process re-analysed every record: `vocab` and `docs` are the whole store, not changes."""
 
 
 class Follower:
@@ -69,14 +74,23 @@ class Follower:
             return None
         ids: set[str] = set()
         last = self._seen_seq
+        everything = False
         while True:
             rows = await meta.audit_since(last, limit=_SYNC_PAGE)
             for seq, _, changes in rows:
                 last = seq
-                ids.update(change["id"] for change in json.loads(changes))
+                for change in json.loads(changes):
+                    if change.get("op") == REANALYSED:
+                        everything = True
+                    else:
+                        ids.add(change["id"])
             if len(rows) < _SYNC_PAGE:
                 break
         store = SearchDocRepository(conn)
+        if everything:
+            docs = {doc.doc_id: doc for doc in await store.all_docs()}
+            vectors = [] if self.vectors is None else await EmbeddingRepository(conn).current(self.vectors.model)
+            return Changes(set(), last, await store.vocabulary(), docs, vectors, await meta.get("timezone"), True)
         # Not the largest id we know: our own new terms interleave with other processes' ones. A
         # word deleted and stored again comes back under a new id, so it is among these too.
         vocab = await store.vocabulary(after_id=self._vocab_mark)
@@ -98,6 +112,15 @@ class Follower:
     def _apply_changes(self, changes: Changes) -> int:
         """Bring the index in line with what _read_changes found; returns how many records changed."""
         self._follow_zone(changes.zone)
+        if changes.everything:
+            # Stale terms would keep old dates, and vouch for words the re-analysis deleted.
+            self.index.set_vocabulary(changes.vocab)
+            self.index.load(changes.docs.values())
+            self.index.load_vectors(changes.vectors)
+            self._vocab_mark = max(changes.vocab.values(), default=0)
+            self._seen_seq = max(self._seen_seq, changes.last)
+            logger.warning("another server re-analysed every record: index reloaded (%d records)", len(changes.docs))
+            return len(changes.docs)
         self.index.learn_terms(changes.vocab)
         self._vocab_mark = max(changes.vocab.values(), default=self._vocab_mark)
         for doc_id in changes.ids - changes.docs.keys():

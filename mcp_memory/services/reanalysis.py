@@ -23,6 +23,7 @@ from mcp_memory.db import Database, Tx
 from mcp_memory.repositories.meta import MetaRepository
 from mcp_memory.repositories.search_docs import SearchDocRepository
 from mcp_memory.search.analyzer import ANALYZER_VERSION
+from mcp_memory.services.index_sync import REANALYSED
 from mcp_memory.services.indexing import Indexer
 
 logger = logging.getLogger(__name__)
@@ -89,6 +90,8 @@ class Reanalysis:
             if not await self._renew(tx):
                 return None
             await MetaRepository(tx).set("analyzer_version", str(ANALYZER_VERSION))
+            if total:  # running servers reload their index from the new terms
+                tx.changed("index", "*", REANALYSED)
         return total
 
     async def _claim(self, db: Database) -> bool | None:
