@@ -113,6 +113,24 @@ def test_a_record_carries_the_days_its_words_point_at_without_their_year_too() -
     assert {"@2023-05-07", "@--05-07", "@--05-08", "@--05"} <= set(tokens)
 
 
+def test_a_record_carries_the_dates_its_text_writes_out() -> None:
+    tokens = record_tokens("Deadline 2024-03-03; offsite on March 9 2024, kickoff on Feb 9.", MAY_8.timestamp())
+    assert {"@2024-03-03", "@2024-03-09", "@2024-03", "@2024", "@--03-03", "@--03-09", "@--02-09"} <= set(tokens)
+    assert "@--09" not in tokens  # a yearless day is not taken for a month
+
+
+@pytest.mark.parametrize(
+    "query", ["2024-03-03", "March 3 2024", "3 March 2024", "March 3", "what is due on 2024-03-03?"]
+)
+async def test_recall_finds_a_date_a_record_writes_out_by_that_date(client: Client, query: str) -> None:
+    said = await call(client, "memory_observe", content="The contract deadline is 2024-03-03 per legal.")
+    await call(client, "memory_observe", content="The contract was signed by legal in spring.")
+
+    hits = (await call(client, "memory_recall", query=query))["hits"]
+
+    assert [h["id"] for h in hits] == [said["id"]]
+
+
 def test_a_query_names_relative_dates_from_now() -> None:
     assert query_tokens("what did I do yesterday?", MAY_8) == ["@2023-05-07", "@2023-05", "@2023"]
     assert query_tokens("decisions from last month", MAY_8) == ["@2023-04", "@2023"]

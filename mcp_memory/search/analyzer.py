@@ -18,7 +18,7 @@ import Stemmer
 
 from mcp_memory.search.stopwords import STOP_WORDS
 
-ANALYZER_VERSION = 7
+ANALYZER_VERSION = 8
 """Bump whenever stored terms would come out differently (a change to `Analyzer.terms`, to the
 fields a service indexes, or to the date a record is indexed under): every record is then
 re-analysed once at start-up. 6: a session is dated when its observations happened. 7: words keep

@@ -98,18 +98,19 @@ def month_tokens(year: int, month: int) -> list[str]:
 
 def record_tokens(text: str, at: float | None, zone: tzinfo = UTC) -> list[str]:
     """Date tokens of a record dated `at` (epoch seconds) whose text is `text`; its day is the one
-    it fell on in `zone`."""
+    it fell on in `zone`. The dates its text writes out ("the deadline is 2024-03-03") are its
+    too: a query takes such words as a date, not as words, so only a date token can meet them."""
     if at is None:
         return []
     day = local_day(at, zone)
-    tokens = day_tokens(day)
+    tokens = day_tokens(day) + _absolute_dates(text)[0]
     for match in _relative_matches(text):
         # "yesterday" on the calendar's first day names no day (OverflowError), nor "a year ago" in
         # the year 1 a year ("@0000")
         with contextlib.suppress(OverflowError):
             tokens += [token for token in _resolve(match, day) if token[1] != "-" and token[1:5] != "0000"]
     # and each day and month again without its year, for questions that name none: `@--05-07`, `@--05`
-    tokens += [f"{PREFIX}--{token[6:]}" for token in tokens if len(token) in (8, 11)]
+    tokens += [f"{PREFIX}--{token[6:]}" for token in tokens if len(token) in (8, 11) and token[1] != "-"]
     return list(dict.fromkeys(tokens))  # a date named twice is still one date
 
 
@@ -135,6 +136,18 @@ def query_tokens(text: str, now: datetime) -> list[str]:
 def query_dates(text: str, now: datetime) -> tuple[list[str], list[tuple[int, int]]]:
     """The date tokens of a query, and where it writes the absolute dates ("Feb 9", "2026-01-27",
     "in June") that gave some, as (start, end): their words need not be searched again."""
+    tokens, spans, taken = _absolute_dates(text)
+    for match in _RELATIVE_ANY_CASE.finditer(text):
+        if not any(s < match.end() and match.start() < e for s, e in taken):
+            # no span: the words of a relative phrase ("4 years ago") stay searchable, as the
+            # record that says them resolves them from its own day, not from today
+            tokens += _week_asked(match, now.date()) or _resolve(match, now.date())
+    return list(dict.fromkeys(tokens)), spans
+
+
+def _absolute_dates(text: str) -> tuple[list[str], list[tuple[int, int]], list[tuple[int, int]]]:
+    """The tokens of the dates `text` writes out ("Feb 9", "2026-01-27", "in June"), the spans of
+    those that gave some, and the spans of every date-like phrase read (given tokens or not)."""
     tokens: list[str] = []
     spans: list[tuple[int, int]] = []
     taken: list[tuple[int, int]] = []
@@ -176,12 +189,7 @@ def query_dates(text: str, now: datetime) -> tuple[list[str], list[tuple[int, in
     for match in _IN_MONTH.finditer(text):
         if free(match):
             add(match, [f"{PREFIX}--{_MONTHS[match[1].lower()]:02d}"])
-    for match in _RELATIVE_ANY_CASE.finditer(text):
-        if free(match):
-            # no span: the words of a relative phrase ("4 years ago") stay searchable, as the
-            # record that says them resolves them from its own day, not from today
-            tokens += _week_asked(match, now.date()) or _resolve(match, now.date())
-    return list(dict.fromkeys(tokens)), spans
+    return tokens, spans, taken
 
 
 def _week_asked(match: re.Match[str], today: date) -> list[str]:
