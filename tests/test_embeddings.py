@@ -153,6 +153,27 @@ async def test_another_model_re_embeds_everything(settings: Settings, clock: Fak
     assert report["stored_by_model"] == {"test:hashed-ngrams-32": 4}  # replaced, not added
 
 
+@pytest.mark.parametrize("says_length_up_front", [True, False])
+async def test_a_model_whose_vectors_changed_length_behind_its_name_embeds_everything_again(
+    settings: Settings, clock: FakeClock, says_length_up_front: bool
+) -> None:
+    before, after = HashedNgrams(64), HashedNgrams(32)
+    before.name = after.name = "test:same-name"
+    if not says_length_up_front:
+        after._dim = None  # as an HTTP provider: the length is known from the first answer
+    async with serving(settings, clock, before) as client:
+        await observe_all(client, [PANORAMAS, *DISTRACTORS])
+        await diagnose_until(client, settled)
+
+    async with serving(settings, clock, after) as client:
+        await call(client, "memory_recall", query=TYPO_QUERY)  # tells the length, if nothing did
+        report = await diagnose_until(client, lambda r: settled(r) and r["embedded"] == 4)
+        hits = (await call(client, "memory_recall", query=TYPO_QUERY))["hits"]
+
+    assert (report["dimension"], report["vectors"], report["stored_by_model"]) == (32, 4, {"test:same-name": 4})
+    assert hits[0]["snippet"].startswith("The photographer")
+
+
 async def test_changed_text_gets_a_new_vector_and_forgotten_records_lose_theirs(
     settings: Settings, clock: FakeClock
 ) -> None:

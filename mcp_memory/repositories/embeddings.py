@@ -27,6 +27,13 @@ class EmbeddingRepository(Repository):
         for chunk in chunked(doc_ids):
             await self.conn.execute(f"DELETE FROM embeddings WHERE doc_id IN ({placeholders(len(chunk))})", chunk)
 
+    async def delete_other_lengths(self, model: str, dim: int) -> int:
+        """Drop the vectors of `model` that are not `dim` long (made before it changed); returns how many."""
+        rows = await self.conn.fetchall(
+            "DELETE FROM embeddings WHERE model = ? AND dim <> ? RETURNING doc_id", (model, dim)
+        )
+        return len(rows)
+
     async def put_current(self, model: str, dim: int, rows: Sequence[StoredVector], now: str) -> None:
         """Store vectors, each only while its record is still indexed from the same text."""
         await self.conn.executemany(

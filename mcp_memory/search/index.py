@@ -298,10 +298,15 @@ class SearchIndex:
         """Indexed records that have a vector, in one project or all."""
         return sum(p.vector_count for p in self._scope(project))
 
-    def drop_vectors(self) -> None:
-        """Forget every vector (another model takes over)."""
+    def vector_dims(self) -> set[int]:
+        """The lengths of the vectors attached (one, unless the model changed behind its name)."""
+        return {p.vector_dim for p in self._partitions.values() if p.vector_dim}
+
+    def drop_vectors(self, keep_dim: int = 0) -> None:
+        """Forget every vector, or every one not `keep_dim` long (another model took over)."""
         for partition in self._partitions.values():
-            partition.drop_vectors()
+            if partition.vector_dim != keep_dim:
+                partition.drop_vectors()
 
     def browse(self, project: str, flt: SearchFilter) -> list[str]:
         """Every indexed id of `project` passing `flt`, newest first (no query)."""

@@ -65,6 +65,9 @@ class Embedder:
         self._task: asyncio.Task[None] | None = None
         self._elsewhere: set[str] = set()
         self._catch_up_due = True  # at start-up, and after giving up on a batch
+        # The length the model's vectors have now, when it may differ from those stored: checked
+        # by the worker (at start-up, when the provider says up front; else once a query tells).
+        self._new_length = provider.dim or 0
         self._next_catch_up = 0.0
         self.embedded = 0
         self.failures = 0
@@ -125,7 +128,13 @@ class Embedder:
         except EmbeddingError as exc:
             self._failed(str(exc))
             return None
-        return vectors[0] if len(vectors) else None
+        if not len(vectors):
+            return None
+        vector: npt.NDArray[np.float32] = vectors[0]
+        if self.index.vector_dims() - {len(vector)}:
+            self._new_length = len(vector)  # the worker replaces the stored vectors (a write)
+            self._wake.set()
+        return vector
 
     # -- the worker -----------------------------------------------------------------------------------
 
@@ -137,6 +146,8 @@ class Embedder:
                     self._catch_up_due = False
                     await self._catch_up()
                     self._next_catch_up = time.monotonic() + RETRY_LATER_S
+                if self._new_length:
+                    await self._match_length(self._new_length)
                 if self._elsewhere:
                     ids, self._elsewhere = sorted(self._elsewhere), set()
                     await self._queue_current(ids)
@@ -168,6 +179,7 @@ class Embedder:
         if vectors is None:
             self._catch_up_due = True  # given up for now: a later catch-up pass finds these records again
             return
+        await self._match_length(vectors.shape[1])
         rows = [
             StoredVector(job.doc_id, job.digest, vector.tobytes()) for job, vector in zip(batch, vectors, strict=True)
         ]
@@ -199,6 +211,24 @@ class Embedder:
                 await anyio.sleep(delay)
                 delay = min(delay * 3, LONGEST_RETRY_S)
         return None
+
+    async def _match_length(self, dim: int) -> None:
+        """When the model gives vectors of another length than those stored, it changed behind its
+        name: drop the old ones (here and in the database) and embed every record again."""
+        self._new_length = 0
+        stale = self.index.vector_dims() - {dim}
+        if not stale:
+            return
+        async with self.db.transaction("embed") as tx:
+            dropped = await EmbeddingRepository(tx).delete_other_lengths(self.model, dim)
+            tx.on_commit(lambda: self.index.drop_vectors(keep_dim=dim))
+        logger.warning(
+            "%s now gives vectors of %d dimensions, not %s: %d stored vectors dropped, every record is embedded again",
+            self.model, dim, " or ".join(map(str, sorted(stale))), dropped,
+        )  # fmt: skip
+        self._catch_up_due = True
+        self._next_catch_up = 0.0
+        self._wake.set()
 
     async def _catch_up(self) -> None:
         """Queue every indexed record that lacks a current vector of this model."""
