@@ -93,8 +93,11 @@ async def sync_index(ctx: ServerRequestContext[AppContext, Any], call_next: Call
         try:
             await app.deps.builder.ensure_built(app.deps.db)
         except MCPMemoryError as exc:
-            if ctx.method == "tools/call" and ctx.params:
-                return tool_error(str(ctx.params.get("name")), f"the search index could not be built: {exc}")
+            name = str(ctx.params.get("name")) if ctx.method == "tools/call" and ctx.params else None
+            if name == "memory_diagnose":  # the one tool that must work on a damaged file: it reports the damage
+                return await call_next(ctx)
+            if name is not None:
+                return tool_error(name, f"the search index could not be built: {exc}")
             raise
         try:
             await app.deps.indexer.sync(app.deps.db)

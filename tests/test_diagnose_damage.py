@@ -47,3 +47,22 @@ async def test_a_damaged_file_is_reported_by_diagnose_and_reads_keep_working(
     assert any("malformed" in line or "corrupt" in line or "Page" in line for line in damaged["integrity"])
     assert again["integrity"] == damaged["integrity"]
     assert found["hits"][0]["title"].startswith("Record 7 about topic7")
+
+
+async def test_diagnose_reports_damage_that_keeps_the_search_index_from_being_built(
+    settings: Settings, clock: FakeClock
+) -> None:
+    unbuilt = settings.model_copy(update={"index_cache": False})  # no cache to load in place of the stored terms
+    async with Client(build_server(unbuilt, clock)) as client:
+        for n in range(300):
+            await call(client, "memory_save", content=f"Record {n} about topic{n} " + f"w{n}x " * 60)
+    _overwrite_pages_of(settings.db, "search_docs", 2)
+
+    async with Client(build_server(unbuilt, clock)) as client:
+        damaged = await call(client, "memory_diagnose")
+        search = await client.call_tool("memory_smart_search", {"query": "topic7"})
+
+    assert damaged["integrity_ok"] is False
+    assert damaged["index_error"] is not None and "malformed" in damaged["index_error"]
+    assert damaged["index_in_sync"] is False
+    assert search.is_error  # every other tool says why it cannot answer

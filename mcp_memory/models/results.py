@@ -305,6 +305,9 @@ class DiagnoseResult(BaseModel):
         "or 'rebuild' (from every record's stored terms)."
     )
     index_cache_bytes: int = Field(description="Size of the index cache file (0: none, or not yours to see).")
+    index_error: str | None = Field(
+        None, description="Why the search index could not be built (a damaged file: see integrity), if it could not."
+    )
     projects: list[str]
     latency: LatencyReport
     embeddings: EmbeddingReport

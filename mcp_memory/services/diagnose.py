@@ -91,6 +91,7 @@ class DiagnoseService(Service):
             index_postings=index.posting_count(only),
             index_source=self.deps.builder.source,
             index_cache_bytes=await self._cache_bytes() if only is None else 0,
+            index_error=None if self.deps.indexer.built else self.deps.builder.failure,
             projects=index.projects() if only is None else [p for p in index.projects() if p == only],
             latency=self._latency_probe(only),
             embeddings=self._embedding_report(stored_vectors, only),

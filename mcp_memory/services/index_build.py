@@ -21,6 +21,7 @@ from typing import TypeVar
 
 from mcp_memory.clock import local_zone_name, zone
 from mcp_memory.db import Database
+from mcp_memory.errors import MCPMemoryError
 from mcp_memory.repositories.embeddings import EmbeddingRepository
 from mcp_memory.repositories.meta import MetaRepository
 from mcp_memory.repositories.search_docs import SearchDocRepository
@@ -65,6 +66,7 @@ class IndexBuilder:
         self.timezone = timezone  # asked for (--timezone); None: the database's own
         self.source = ""  # how the index was built: "cache" or "rebuild"
         self.replayed = 0  # changes applied on top of the cache at start-up
+        self.failure: str | None = None  # why the last build failed (a damaged file), until one succeeds
         self._build: asyncio.Task[int] | None = None
         self._cache_write: asyncio.Task[bool] | None = None
 
@@ -85,7 +87,11 @@ class IndexBuilder:
         """
         build = self.start_build(db)
         if build is not None:
-            await asyncio.shield(build)
+            try:
+                await asyncio.shield(build)
+            except MCPMemoryError as exc:
+                self.failure = str(exc)
+                raise
 
     async def stop_build(self) -> None:
         """At shutdown: cancel a build in progress; give a cache write a few seconds to finish, so a
@@ -194,6 +200,7 @@ class IndexBuilder:
             del vectors
         _return_free_memory()
         self.source = source
+        self.failure = None
         self.indexer.follow(db)
 
     def write_cache(self, db: Database) -> asyncio.Task[bool] | None:
