@@ -98,8 +98,8 @@ SURFACE: dict[str, tuple[list[str], list[str], tuple[bool | None, bool | None, b
     "memory_consolidate": (["dry_run", "project"], [], (False, True, False)),
     "memory_reflect": (["session_id", "since", "until", "project"], [], (False, False, False)),
     "memory_diagnose": ([], [], (True, None, None)),
-    "memory_export": (["all_projects", "path", "overwrite", "project"], [], (False, False, True)),
-    "memory_import": (["document", "path", "restore_forgotten"], [], (False, False, True)),
+    "memory_export": (["all_projects", "path", "overwrite", "project"], [], (False, True, True)),
+    "memory_import": (["document", "path", "restore_forgotten"], [], (False, True, True)),
 }  # fmt: skip
 
 

@@ -70,6 +70,8 @@ def operations_tools() -> list[Tool]:
     """The operations tools."""
     return [
         make_tool(memory_diagnose, title="Diagnose memory health", read_only=True),
-        make_tool(memory_export, title="Export memory", read_only=False, idempotent=True),
-        make_tool(memory_import, title="Import memory", read_only=False, idempotent=True),
+        # destructive: an export may overwrite a file (overwrite=true); an import deletes what the
+        # document's copy forgot and replaces rows with the document's newer ones
+        make_tool(memory_export, title="Export memory", read_only=False, destructive=True, idempotent=True),
+        make_tool(memory_import, title="Import memory", read_only=False, destructive=True, idempotent=True),
     ]
