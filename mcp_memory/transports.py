@@ -33,7 +33,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from mcp_memory import __version__
+from mcp_memory import PARENT_PID, __version__
 from mcp_memory.auth import WILDCARD, Grant
 from mcp_memory.config import Settings, url_host
 from mcp_memory.context import AppContext
@@ -309,8 +309,8 @@ async def _run_stdio(server: MCPServer[AppContext], shared: SharedApp, tracker: 
 
 
 async def _watch_parent(stop: Callable[[], None]) -> None:
-    """Stop when the process that spawned us is gone (we were re-parented)."""
-    parent = os.getppid()
+    """Stop when the process that spawned us is gone (we were re-parented), at start-up or later."""
+    parent = PARENT_PID
     while os.getppid() == parent:  # noqa: ASYNC110 - nothing signals a parent's death; polling is the way
         await anyio.sleep(PARENT_POLL_S)
     logger.info("parent process %d is gone; shutting down", parent)

@@ -480,7 +480,8 @@ time.sleep(600)
 """
 
 
-def test_a_stdio_server_exits_when_its_parent_dies(tmp_path: Path) -> None:
+@pytest.mark.parametrize("when", ["after start-up", "during start-up"])
+def test_a_stdio_server_exits_when_its_parent_dies(tmp_path: Path, when: str) -> None:
     db = tmp_path / "orphan.db"
     # stdin is a pipe this test keeps open, so only the parent's death can stop the server.
     parent = subprocess.Popen(
@@ -493,14 +494,17 @@ def test_a_stdio_server_exits_when_its_parent_dies(tmp_path: Path) -> None:
     try:
         assert parent.stdout is not None
         server_pid = int(parent.stdout.readline())
-        deadline = time.monotonic() + 15
-        while not db.exists() and time.monotonic() < deadline:  # started: it opened the database
-            time.sleep(0.05)
-        time.sleep(0.3)
-        assert not wait_gone(server_pid, 0.1)
+        if when == "after start-up":
+            deadline = time.monotonic() + 15
+            while not db.exists() and time.monotonic() < deadline:  # started: it opened the database
+                time.sleep(0.05)
+            time.sleep(0.3)
+            assert not wait_gone(server_pid, 0.1)
+        else:  # killed while the server still imports the SDK, before it watches its parent
+            time.sleep(1.0)  # but after it began: a parent dead before that leaves nothing to tell
         parent.kill()
         parent.wait()
-        assert wait_gone(server_pid, 3), "the stdio server outlived its parent"
+        assert wait_gone(server_pid, 3 if when == "after start-up" else 15), "the stdio server outlived its parent"
     finally:
         if parent.poll() is None:
             parent.kill()
