@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import pytest
 from mcp import Client
 
 from mcp_memory.config import Settings
@@ -252,3 +253,14 @@ def test_saved_state_restores_the_same_scores_after_adds_and_removes(tmp_path: P
         for project in ("a", "b"):
             for flt in (SearchFilter(), SearchFilter(session_id="s1")):
                 assert restored.search(project, query, flt, 50) == index.search(project, query, flt, 50)
+
+
+def test_a_cache_that_cannot_be_put_in_place_leaves_no_temporary_file(tmp_path: Path) -> None:
+    index = SearchIndex(Analyzer(), BM25Params(1.2, 0.4))
+    index.load([_doc(i, index, text, "a") for i, text in enumerate(QUERIES)])
+    header = CacheHeader(FORMAT, 0, "UTC", 0, "", max(index.vocab.values()), index.doc_count())
+    (tmp_path / "cache").mkdir()  # a folder where the cache goes
+
+    with pytest.raises(IsADirectoryError):
+        publish(write_cache(tmp_path / "cache", header, index.state()), tmp_path / "cache")
+    assert [p.name for p in tmp_path.iterdir()] == ["cache"]

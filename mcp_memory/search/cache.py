@@ -238,8 +238,13 @@ def unused_terms(state: IndexState) -> dict[str, int]:
 
 
 def publish(temporary: Path, path: Path) -> None:
-    """Put a written cache in place (atomically: readers see the old file or this one)."""
-    os.replace(temporary, path)
+    """Put a written cache in place (atomically: readers see the old file or this one); a cache
+    that cannot be put there (a folder in its place, say) is deleted, not left beside it."""
+    try:
+        os.replace(temporary, path)
+    except BaseException:
+        discard(temporary)
+        raise
 
 
 def discard(path: Path) -> None:
