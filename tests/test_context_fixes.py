@@ -182,29 +182,45 @@ async def test_under_the_core_profile_a_left_out_profile_alone_is_named_without_
 ) -> None:
     core = settings.model_copy(update={"tools": "core", "context_budget": 100})
     async with Client(build_server(core, clock)) as client:
-        await call(client, "memory_slot_append", name="persona", text="p " * 150)  # a default slot: pinned
+        await call(client, "memory_slot_append", name="persona", text="p " * 80)  # a default slot: pinned
         await call(client, "memory_outcome_record", task="Ship it", task_type="deployment", success=True)
-        compiled = await call(client, "memory_context")
+        # The prompt's own words take room from the same budget: a shorter slot leaves the profile out there.
         prompt = await prompt_text(client, "session_start")
+        await call(client, "memory_slot_append", name="persona", text="p " * 70)
+        compiled = await call(client, "memory_context")
 
     assert compiled["omitted"] == [{"section": "profile", "id": None, "title": "project profile"}]
     assert compiled["fetch"] is None
+    assert "### persona\n" in prompt
     assert prompt.endswith("\nLeft out for space: project profile")
+    assert len(prompt) <= 4 * 100
 
 
 # -- 4. the context resource ------------------------------------------------------------------------------
 
 
 async def test_the_context_resource_says_what_was_left_out_like_the_prompt(client: Client) -> None:
-    await fill_billing(client)
+    ids = await fill_billing(client)
 
     resource = await resource_text(client, "memory://context?project=billing&budget=100")
     prompt = await prompt_text(client, "session_start", {"project": "billing"})
     compiled = await call(client, "memory_context", project="billing", budget=100)
     default_budget = await call(client, "memory_context", project="billing")
 
-    line = "\nLeft out for space (fetch with): " + compiled["fetch"]
-    assert resource == compiled["text"] + line
+    # The left-out line counts against the budget too: it takes its room from the sections.
+    text, line, fetch = resource.rpartition("\nLeft out for space (fetch with): ")
+    assert line
+    assert len(resource) <= 4 * 100
+    assert text.startswith("# Memory for project billing\n")
+    [(search, search_args)] = hinted_calls(fetch)
+    assert (search, search_args["project"]) == ("memory_smart_search", "billing")
+    # memory_context at that budget keeps the slot; beside the line it no longer fits, and each record
+    # is in the text or fetched by the line's call.
+    assert [o["id"] for o in compiled["omitted"]] == [None, ids["lesson"], ids["memory"]]
+    assert search_args["ids"] == [ids["slot"], ids["memory"]]
+    assert ids["lesson"] in text
+    assert "## Project profile" in text
+    assert not [listed for listed in search_args["ids"] if listed in text]
     assert default_budget["omitted"] == []
     assert await resource_text(client, "memory://context?project=billing") == default_budget["text"]
     # The prompt's budget is the server's default, so nothing is left out there; it names the project instead.
@@ -236,7 +252,14 @@ async def test_the_context_resource_takes_a_budget_and_a_query_that_looks_like_a
     read_small = await resource_text(client, "memory://context?budget=150")
     read_path = await resource_text(client, "memory://context?query=%2Fapi%2Fusers%20..%2Fadmin")
 
-    assert read_small == small["text"] + "\nLeft out for space (fetch with): " + small["fetch"]
+    text, line, fetch = read_small.rpartition("\nLeft out for space (fetch with): ")
+    assert line
+    assert len(read_small) <= 4 * 150 < len(small["text"] + line + small["fetch"])
+    assert text == small["text"][: len(text)]  # the same context, with room made for the line
+    [(search, arguments)] = hinted_calls(fetch)
+    assert search == "memory_smart_search"
+    assert len(arguments["ids"]) == len(small["omitted"]) == 5
+    assert not [listed for listed in arguments["ids"] if listed in text]
     assert read_path.startswith("# Memory for project test\n")
 
 

@@ -281,3 +281,15 @@ class MemoryRepository(Repository):
             clauses.append(f"kind IN ({placeholders(len(kinds))})")
             params.extend(kinds)
         return " AND ".join(clauses), tuple(params)
+
+    async def latest_contents_holding(self, project: str, kind: str, groups: Sequence[Sequence[str]]) -> list[str]:
+        """The content of each latest memory of the project and kind that holds, as written (case and all),
+        every fragment of one of `groups` (an empty group: any); none when no group is given."""
+        if not groups:
+            return []
+        held = " OR ".join(" AND ".join(["(1", *("instr(content, ?) > 0" for _ in group)]) + ")" for group in groups)
+        rows = await self.conn.fetchall(
+            f"SELECT content FROM memories WHERE project = ? AND is_latest = 1 AND kind = ? AND ({held})",
+            (project, kind, *(fragment for group in groups for fragment in group)),
+        )
+        return [str(row[0]) for row in rows]

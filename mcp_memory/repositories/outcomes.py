@@ -283,3 +283,7 @@ class MistakeCardRepository(Repository):
 
     async def delete(self, ids: Sequence[str]) -> None:
         await self.delete_in("mistake_cards", ids)
+
+    async def count(self, project: str) -> int:
+        """How many mistake cards the project has."""
+        return int(await self.conn.fetchval("SELECT count(*) FROM mistake_cards WHERE project = ?", (project,)))

@@ -226,3 +226,14 @@ class SessionRepository(Repository):
         if project is None:
             return int(await self.conn.fetchval("SELECT count(*) FROM sessions"))
         return int(await self.conn.fetchval("SELECT count(*) FROM sessions WHERE project = ?", (project,)))
+
+    async def count_telling(self, project: str) -> int:
+        """How many sessions of the project have something to tell: an observation not folded away, a
+        summary or a folded digest."""
+        return int(
+            await self.conn.fetchval(
+                "SELECT count(*) FROM sessions WHERE project = ? AND (observation_count != folded_count "
+                "OR coalesce(summary, '') != '' OR coalesce(folded_digest, '') != '')",
+                (project,),
+            )
+        )

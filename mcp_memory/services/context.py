@@ -6,20 +6,29 @@ relevant to the query or task type (else the most important ones). A query or ta
 never filters: what matches it comes first, and the best of the rest follow while budget remains.
 Tokens are estimated as ceil(characters / 4) of the final text, which never exceeds the budget.
 Each section is cut at an item boundary; what did not fit is listed with its public id, and one
-fetch hint names the calls that return all of it.
+fetch hint names the calls that return all of it. Each section reads a bounded number of records
+(five times its share), but counts in SQL every record it would show given unlimited room, so what
+it reports left out is the true number.
+
+`render` gives the context as one text within the budget, placed in a frame (a prompt's words around
+it) and followed by the line saying what was left out and how to fetch it: the room of both is taken
+from the sections' room.
 """
 
 from __future__ import annotations
 
 import json
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TypeVar
 
+from mcp_memory.clock import to_iso
 from mcp_memory.ids import public_id
 from mcp_memory.models.learning import LessonView, ProfileResult
 from mcp_memory.models.organising import ContextResult, ContextSection, OmittedItem
 from mcp_memory.models.records import Memory, MistakeCard, Relation, Session
+from mcp_memory.repositories.lessons import LessonRepository
 from mcp_memory.repositories.memories import MemoryRepository
 from mcp_memory.repositories.observations import ObservationRepository
 from mcp_memory.repositories.outcomes import MistakeCardRepository
@@ -47,6 +56,16 @@ _PREFERENCES = 5
 """Preferences the profile section shows (the memories section then leaves them out)."""
 _POOL = 5
 """Each section reads this many times its share: the further items fill budget the others leave."""
+LEFT_OUT = "\nLeft out for space: "
+LEFT_OUT_FETCH = "\nLeft out for space (fetch with): "
+_FITTING = 8
+"""`render` packs the sections at most this many times, each with the room the left-out line last needed."""
+_FADE_BANDS = 64
+"""Bands of age by which SQL tells the never-reinforced lessons sure to have faded from those that may have."""
+_FADE_MARGIN = 1e-9
+"""Relative slack of a band's limits: far above the rounding of the confidence computed in Python."""
+_FADE_SLACK_WEEKS = 1 / 604_800
+"""Slack of a band's ages: one second, far above SQLite's millisecond clock."""
 
 
 def estimate_tokens(text: str) -> int:
@@ -68,10 +87,16 @@ class _Section:
     items: list[_Item] = field(default_factory=list)
     share: int | None = None
     """Items it may take before every section has had its share; the rest fill what budget is left."""
+    total: int = 0
+    """How many records it would show given unlimited room: its items are the first of them."""
 
     def first_take(self) -> int:
         """How many of its items it takes before the others have had their share (all, without one)."""
         return len(self.items) if self.share is None else min(self.share, len(self.items))
+
+    def eligible(self) -> int:
+        """Its records, read or not (never fewer than it read: a count can lag a write made meanwhile)."""
+        return max(self.total, len(self.items))
 
 
 class ContextService(Service):
@@ -98,12 +123,66 @@ class ContextService(Service):
         the fetch hint names `project` only when it differs.
         """
         budget = budget or self.settings.context_budget
+        sections = await self._sections(project, query, task_type)
+        default = default_project or self.settings.project
+        return self._pack(project, sections, budget, budget * CHARS_PER_TOKEN, default)
+
+    async def render(
+        self,
+        project: str,
+        *,
+        query: str | None = None,
+        task_type: str | None = None,
+        budget: int | None = None,
+        default_project: str | None = None,
+        frames: Sequence[tuple[str, str]] = (("", ""),),
+    ) -> str:
+        """The context as one text of at most `budget` tokens (ceil(characters / 4)), ending with the line
+        that says what was left out for space and how to fetch it.
+
+        `frames` are (before, after) pairs of text to put around the context, most wanted first: the first
+        that leaves room for the header and for that line is used, else the last that leaves room for the
+        header (the last frame, cut to the budget, when none does). The frame and the line take their room
+        from the sections; the line lists fewer of what was left out, or is left off, only when even the
+        header alone leaves it no room.
+        """
+        budget = budget or self.settings.context_budget
+        sections = await self._sections(project, query, task_type)
+        default = default_project or self.settings.project
+        limit = budget * CHARS_PER_TOKEN
+        header = len(_header(project))
+        fitting = [(b, a) for b, a in frames if len(b) + header + len(a) <= limit] or [frames[-1]]
+        for n, (before, after) in enumerate(fitting):
+            text, line = self._fit(project, sections, budget, limit - len(before) - len(after), default)
+            if line is not None or n == len(fitting) - 1:
+                break
+        return _cut(before + text + after + (line or ""), limit)
+
+    def _fit(
+        self, project: str, sections: list[_Section], budget: int, room: int, default: str
+    ) -> tuple[str, str | None]:
+        """The context and the line saying what it left out, together in `room` characters (the line takes
+        its room from the sections); the line is None when something was left out but it found no room."""
+        header = len(_header(project))
+        reserve = 0
+        for _ in range(_FITTING):
+            compiled = self._pack(project, sections, budget, room - reserve, default)
+            line = self._left_out(compiled, project, default)
+            if len(compiled.text) + len(line) <= room or len(compiled.text) == header:
+                break  # it fits, or the sections have no room left to give
+            reserve = max(reserve + 1, len(line))
+        if len(compiled.text) + len(line) > room:
+            line = self._left_out(compiled, project, default, room - len(compiled.text))
+        return compiled.text, line if line or not compiled.omitted else None
+
+    async def _sections(self, project: str, query: str | None, task_type: str | None) -> list[_Section]:
+        """Every section, in order, with the items it read and the count of all it would show."""
         focus = self._focus(query, task_type)
         # A misspelt word of the focus is searched as the known word beside it (search/spelling.py);
         # an embedding model reads the focus as typed.
         words = focus and respell_query(self.deps.index, [project, GLOBAL_PROJECT], focus).text
         profile = await self.insights.profile(project, top=8)
-        sections = [
+        return [
             await self._pinned(project),
             self._profile(profile),
             await self._lessons(project, words, task_type),
@@ -111,22 +190,27 @@ class ContextService(Service):
             await self._sessions(project),
             await self._memories(project, focus, words, set(profile.preferences[:_PREFERENCES])),
         ]
-        text = f"# Memory for project {project}\n"
-        taken = _fill(sections, len(text), budget * CHARS_PER_TOKEN)
+
+    def _pack(self, project: str, sections: list[_Section], budget: int, room: int, default: str) -> ContextResult:
+        """The context of `sections` in `room` characters; `budget` (tokens) sets how many left-out items are listed."""
+        text = _header(project)
+        taken = _fill(sections, len(text), room)
         report: list[ContextSection] = []
         left: list[tuple[bool, int, _Section, _Item]] = []
+        unread = 0  # left out without being read: past what the section reads
         for order, (section, included) in enumerate(zip(sections, taken, strict=True)):
             if included:
                 text += section.heading + "".join(i.text + "\n" for i in section.items[:included])
             # Listed most wanted first: what a section's share left out, then its further items.
             share = section.first_take()
             left += [(n >= share, order, section, i) for n, i in enumerate(section.items) if n >= included]
-            if section.items:
+            unread += section.eligible() - len(section.items)
+            if section.eligible():
                 report.append(
                     ContextSection(
                         name=section.name,
                         included=included,
-                        omitted=len(section.items) - included,
+                        omitted=section.eligible() - included,
                         tokens=estimate_tokens("".join(i.text + "\n" for i in section.items[:included])),
                     )
                 )
@@ -142,9 +226,23 @@ class ContextService(Service):
             budget=budget,
             sections=report,
             omitted=omitted,
-            omitted_unlisted=len(left) - len(omitted),
-            fetch=self._fetch_hint(project, default_project or self.settings.project, omitted),
+            omitted_unlisted=len(left) + unread - len(omitted),
+            fetch=self._fetch_hint(project, default, omitted),
         )
+
+    def _left_out(self, compiled: ContextResult, project: str, default: str, room: int | None = None) -> str:
+        """The line that says what the context left out for space and how to fetch it ("" when nothing was).
+
+        Within `room` characters when given: listing fewer of the left-out items (the most wanted kept),
+        else "" when not even one fits.
+        """
+        for count in range(len(compiled.omitted), 0, -1):
+            listed = compiled.omitted[:count]
+            fetch = self._fetch_hint(project, default, listed)
+            line = LEFT_OUT_FETCH + fetch if fetch else LEFT_OUT + "; ".join(o.title for o in listed)
+            if room is None or len(line) <= room:
+                return line
+        return ""
 
     async def session_id(self, project: str, session_id: str) -> str:
         """The id callers use for a session of `project`, or the not-found error naming session_id."""
@@ -205,9 +303,8 @@ class ContextService(Service):
     async def _lessons(self, project: str, focus: str | None, task_type: str | None) -> _Section:
         found: list[LessonView] = []
         later: list[LessonView] = []
-        for scope, share in ((project, 10), (GLOBAL_PROJECT, 5)):
-            if scope == GLOBAL_PROJECT and project == GLOBAL_PROJECT:
-                continue
+        scopes = [project] if project == GLOBAL_PROJECT else [project, GLOBAL_PROJECT]
+        for scope, share in zip(scopes, (10, 5), strict=False):
             # The focus puts what matches first; then what applies to the task type (its own lessons and
             # untyped ones), then the best of the rest, each by confidence.
             limit = share * _POOL
@@ -217,7 +314,9 @@ class ContextService(Service):
             ranked = _unique(relevant + applicable + rest)[:limit]
             found += ranked[:share]  # the project's share, then the global one, before either's rest
             later += ranked[share:]
-        section = _Section("lessons", "\n## Lessons\n", share=len(found))
+        # Every active lesson of the scopes is one the section shows given unlimited room: the task
+        # type's and the focus's come first, and the rest follow.
+        section = _Section("lessons", "\n## Lessons\n", share=len(found), total=await self._active_lessons(scopes))
         for lesson in found + later:
             detail = f" — {lesson.context}" if lesson.kind == "anti_pattern" and lesson.context else ""
             line = f"- [{lesson.kind} {lesson.confidence:.2f}] {shorten(lesson.content, 300)}{detail} ({lesson.id})"
@@ -232,6 +331,7 @@ class ContextService(Service):
             limit = 5 * _POOL
             focused = await repo.top(project, task_type, limit) if task_type else []
             cards = _unique(focused + await repo.top(project, None, limit))[:limit]
+            section.total = await repo.count(project)  # the task type's cards come first, the rest follow
         for c in cards:
             line = f"- Seen {c.seen_count}x, {c.type} in {shorten(c.task, 80)!r}: do {shorten(c.correct_decision, 160)}"
             if c.wrong_decision:
@@ -244,8 +344,10 @@ class ContextService(Service):
     async def _sessions(self, project: str) -> _Section:
         section = _Section("sessions", "\n## Recent sessions\n", share=5)
         async with self.db.read() as conn:
-            found, _ = await SessionRepository(conn).page(project, "all", "", 5 * _POOL, 0)
+            sessions = SessionRepository(conn)
+            found, _ = await sessions.page(project, "all", "", 5 * _POOL, 0)
             spans = await ObservationRepository(conn).spans([s.id for s in found])
+            section.total = await sessions.count_telling(project)  # those it does not skip
         for s in found:
             title = s.title or public_id(s.id)
             kept = s.observation_count - s.folded_count
@@ -277,13 +379,38 @@ class ContextService(Service):
                 )
                 memories = _unique(await repo.get_many([h.doc_id for h in hits], project) + memories)[:limit]
             edges = await RelationRepository(conn).touching(project, [m.id for m in memories], "both", ["contradicts"])
+            # Given unlimited room it shows every latest memory (what the focus finds is among them) but
+            # the preferences the profile shows, each of which holds every word of what the profile shows.
+            latest = await repo.count(project, latest_only=True)
+            groups = [sorted(set(p.removesuffix("…").split()), key=lambda w: (-len(w), w)) for p in sorted(in_profile)]
+            holding = await repo.latest_contents_holding(project, "preference", groups)
         disputes = _disputes(memories, edges)
+        shown = sum(shorten(content, PREFERENCE_CHARS) in in_profile for content in holding)
         for m in memories:
             if m.kind == "preference" and shorten(m.content, PREFERENCE_CHARS) in in_profile:
                 continue  # the profile shows it already
             line = f"- [{m.kind}] {shorten(m.content, 300)} ({'; '.join([m.id, *disputes.get(m.id, [])])})"
             section.items.append(_Item(line, m.id, m.title or shorten(m.content, 80)))
+            latest += not m.is_latest  # an index a write has not yet reached may still find an older version
+        section.total = latest - shown
         return section
+
+    async def _active_lessons(self, scopes: list[str]) -> int:
+        """How many lessons of the scopes are active (neither soft-deleted nor faded) now, counted in SQL.
+
+        A lesson never reinforced fades by decay, which is computed when it is read, so SQL sorts those
+        into bands by age (`_fade_bands`) and counts the ones sure to have faded; only the few close to
+        their fading moment are read, and LessonService judges them as it judges every lesson it ranks.
+        """
+        now = self.now()
+        band_days, limits = _fade_bands(self.settings.lesson_fade_at, self.settings.lesson_decay_per_week)
+        async with self.db.read() as conn:
+            repo = LessonRepository(conn)
+            live = sum([await repo.count(scope) for scope in scopes])
+            faded, unsure = await repo.never_reinforced_by_age(scopes, to_iso(now), band_days, limits)
+            near = await repo.get_many(unsure, scopes)
+        faded += sum(self.lessons.faded(lesson, self.lessons.confidence(lesson, now)) for lesson in near)
+        return live - faded
 
 
 def _disputes(memories: list[Memory], edges: list[Relation]) -> dict[str, list[str]]:
@@ -299,6 +426,56 @@ def _disputes(memories: list[Memory], edges: list[Relation]) -> dict[str, list[s
         notes.setdefault(older, []).append(f"contradicted by newer {newer}")
         notes.setdefault(newer, []).append(f"contradicts older {older}")
     return {i: list(dict.fromkeys(n)) for i, n in notes.items()}
+
+
+def _header(project: str) -> str:
+    return f"# Memory for project {project}\n"
+
+
+def _cut(text: str, limit: int) -> str:
+    """`text` within `limit` characters: cut at its last line break that leaves it so, else at the limit.
+
+    Only a frame longer than the whole budget is cut: `render` fits everything else.
+    """
+    if len(text) <= limit:
+        return text
+    end = text.rfind("\n", 0, limit + 1)
+    return text[: end if end > 0 else limit]
+
+
+def _fade_bands(fade_at: float, decay_per_week: float) -> tuple[float, list[tuple[float, float]]]:
+    """Bands of age in which SQL can tell a never-reinforced lesson sure to have faded by its confidence:
+    (days each band spans, each band's (sure, unsure) confidences); see never_reinforced_by_age.
+
+    LessonService counts such a lesson faded when confidence × keep^weeks <= fade_at, keep being
+    1 − decay per week, weeks the age of its confidence. Band i spans ages from i to i + 1 widths, so a
+    lesson in it at or below fade_at × keep^−(i widths) has faded, and one above fade_at × keep^−(i + 1
+    widths) has not; between the two, Python decides. The bands span the weeks in which a lesson of
+    confidence 1 decays to fade_at (the last band holds every older one), and each limit has slack for
+    rounding, for SQLite's millisecond clock and for a result too small to keep its precision.
+    """
+    keep = 1.0 - decay_per_week  # as LessonService.confidence computes it
+    if keep >= 1.0:  # no decay: a lesson has faded at or below the threshold, whatever its age
+        return 1.0, [(fade_at, fade_at)]
+    rate = -math.log(keep)  # per week
+    tiny = math.ulp(0.0)
+    width = -math.log(max(fade_at, tiny)) / rate / _FADE_BANDS  # weeks
+    limits = []
+    for band in range(_FADE_BANDS + 1):
+        youngest = max(band * width - _FADE_SLACK_WEEKS, 0.0)
+        oldest = (band + 1) * width + _FADE_SLACK_WEEKS
+        sure = max(fade_at, _grown(fade_at * (1 - _FADE_MARGIN) - tiny, youngest * rate))
+        unsure = math.inf if band == _FADE_BANDS else _grown(fade_at * (1 + _FADE_MARGIN) + tiny, oldest * rate)
+        limits.append((sure, unsure))
+    return width * 7, limits
+
+
+def _grown(value: float, power: float) -> float:
+    """value × e^power, infinite past the largest float."""
+    try:
+        return value * math.exp(power)
+    except OverflowError:
+        return math.inf if value > 0 else -math.inf
 
 
 def _fill(sections: list[_Section], used: int, room: int) -> list[int]:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Annotated, Any
 
 from mcp.server.context import CallNext, HandlerResult, ServerMiddleware, ServerRequestContext
@@ -17,7 +17,6 @@ from pydantic import Field
 
 from mcp_memory.context import AppContext
 from mcp_memory.errors import MCPMemoryError, NotFoundError
-from mcp_memory.models.organising import ContextResult
 from mcp_memory.tools._common import Ctx, Project, _argument_problem, app_of, text_safe
 from mcp_memory.tools.caller import agent_of, project_of
 from mcp_memory.tools.knowledge import memory_context
@@ -34,30 +33,38 @@ While you work{project_hint}:
 - look things up with memory_recall / memory_smart_search before re-deriving them;
 - when a task ends, record how it went with memory_outcome_record."""
 
+SESSION_START_SHORT = """\
+{context}
 
-async def compiled_context(
-    ctx: Ctx, project: str | None, query: str | None, task_type: str | None, budget: int | None = None
-) -> tuple[ContextResult, str]:
-    """The compiled context of the caller's project, and the hint to name it in calls ("" for the default)."""
+While you work{project_hint}: record with memory_observe, save facts with memory_save, look up with memory_recall."""
+"""The words of session_start when a small budget leaves no room for the full ones."""
+_SESSION_START_TEMPLATES = (SESSION_START, SESSION_START_SHORT, "{context}")
+
+
+async def rendered_context(
+    ctx: Ctx,
+    project: str | None,
+    query: str | None,
+    task_type: str | None,
+    budget: int | None = None,
+    templates: Sequence[str] = ("{context}",),
+) -> str:
+    """The compiled context of the caller's project within the budget, in the first of `templates` that fits
+    (each holds {context}, and may hold {project_hint}), ending with what was left out and how to fetch it."""
     name, default = await project_of(ctx, project), await project_of(ctx, None)
-    compiled = await app_of(ctx).context.compile(
-        name, query=query, task_type=task_type, budget=budget, default_project=default
+    hint = project_hint(name, default)
+    frames = []
+    for template in templates:
+        before, _, after = template.partition("{context}")
+        frames.append((before.replace("{project_hint}", hint), after.replace("{project_hint}", hint)))
+    return await app_of(ctx).context.render(
+        name, query=query, task_type=task_type, budget=budget, default_project=default, frames=frames
     )
-    return compiled, project_hint(name, default)
 
 
 def project_hint(name: str, default: str) -> str:
     """What tells the agent to name the project in its calls, when calls without one would reach another."""
     return "" if name == default else f" (pass project={json.dumps(name, ensure_ascii=False)} to every call)"
-
-
-def left_out(compiled: ContextResult) -> str:
-    """The line that says what the context left out for space and how to fetch it ("" when nothing was)."""
-    if not compiled.omitted:
-        return ""
-    if compiled.fetch:
-        return "\nLeft out for space (fetch with): " + compiled.fetch
-    return "\nLeft out for space: " + "; ".join(o.title for o in compiled.omitted)
 
 
 async def session_start(
@@ -68,11 +75,12 @@ async def session_start(
 ) -> list[UserMessage]:
     """Start a session with the compiled memory context of the project."""
     try:
-        compiled, hint = await compiled_context(ctx, project, query, task_type)
+        # The whole prompt keeps to the server's context budget: a small one gets the short words, or none.
+        text = await rendered_context(ctx, project, query, task_type, templates=_SESSION_START_TEMPLATES)
     except (MCPMemoryError, ToolError) as exc:
         # An MCPError passes through the SDK with its message; anything else becomes "internal error".
         raise MCPError(code=INVALID_PARAMS, message=str(exc)) from exc
-    return [UserMessage(SESSION_START.format(context=compiled.text, project_hint=hint) + left_out(compiled))]
+    return [UserMessage(text)]
 
 
 SESSION_END = """\
@@ -138,12 +146,11 @@ async def context_resource(
         raise ResourceError(problem)
     tokens = _CONTEXT_ARGUMENTS.arg_model.model_validate(arguments).model_dump()["budget"]  # "500" -> 500
     try:
-        compiled, _ = await compiled_context(
+        return await rendered_context(
             ctx, arguments.get("project"), arguments.get("query"), arguments.get("task_type"), tokens
         )
     except (MCPMemoryError, ToolError) as exc:
         raise ResourceError(str(exc)) from exc
-    return compiled.text + left_out(compiled)
 
 
 async def slot_resource(ctx: Ctx, name: str, project: str | None = None) -> str:
