@@ -129,28 +129,3 @@ class LessonRepository(Repository):
                 "SELECT count(*) FROM lessons WHERE project = ? AND deleted_at IS NULL", (project,)
             )
         )
-
-    async def never_reinforced_by_age(
-        self, scopes: Sequence[str], now: str, band_days: float, limits: Sequence[tuple[float, float]]
-    ) -> tuple[int, list[str]]:
-        """Sort the live lessons of the scopes that were never reinforced into bands by the age of their
-        stored confidence (days from the later of last reinforced and last decayed to `now`): band i holds
-        ages from i to i + 1 times `band_days`, a time after `now` is age 0, and the last band holds every
-        older one too. `limits[i]` is band i's pair of confidences (sure, unsure).
-
-        Returns how many are at or below their band's sure confidence, and the ids of those above it but
-        at or below its unsure one, and of any whose time SQLite cannot read. Both are counted and chosen
-        in SQL: no lesson above its band's unsure confidence is read.
-        """
-        age = "CAST((julianday(?) - julianday(max(last_reinforced_at, coalesce(decayed_at, '')))) / ? AS INTEGER)"
-        band = f"coalesce(max(min({age}, {len(limits) - 1}), 0), -1)"  # NULL (an unreadable time): -1
-        by_band = "CASE band " + " ".join(f"WHEN {n} THEN ?" for n in range(len(limits))) + " END"
-        rows = await self.conn.fetchall(
-            f"SELECT CASE WHEN confidence <= {by_band} THEN NULL ELSE id END AS unsure, count(*) FROM ("
-            f"SELECT id, confidence, {band} AS band FROM lessons WHERE project IN ({placeholders(len(scopes))}) "
-            f"AND deleted_at IS NULL AND reinforcements = 0) WHERE band < 0 OR confidence <= {by_band} "
-            "GROUP BY unsure",
-            (*(sure for sure, _ in limits), now, band_days, *scopes, *(unsure for _, unsure in limits)),
-        )
-        sure = sum(int(row[1]) for row in rows if row[0] is None)
-        return sure, [str(row[0]) for row in rows if row[0] is not None]

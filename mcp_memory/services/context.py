@@ -7,8 +7,8 @@ never filters: what matches it comes first, and the best of the rest follow whil
 Tokens are estimated as ceil(characters / 4) of the final text, which never exceeds the budget.
 Each section is cut at an item boundary; what did not fit is listed with its public id, and one
 fetch hint names the calls that return all of it. Each section reads a bounded number of records
-(five times its share), but counts in SQL every record it would show given unlimited room, so what
-it reports left out is the true number.
+(five times its share), but counts every record it would show given unlimited room (in SQL, or for
+lessons as their ranking reads them), so what it reports left out is the true number.
 
 `render` gives the context as one text within the budget, placed in a frame (a prompt's words around
 it) and followed by the line saying what was left out and how to fetch it: the room of both is taken
@@ -23,12 +23,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TypeVar
 
-from mcp_memory.clock import to_iso
 from mcp_memory.ids import public_id
 from mcp_memory.models.learning import LessonView, ProfileResult
 from mcp_memory.models.organising import ContextResult, ContextSection, OmittedItem
 from mcp_memory.models.records import Memory, MistakeCard, Relation, Session
-from mcp_memory.repositories.lessons import LessonRepository
 from mcp_memory.repositories.memories import MemoryRepository
 from mcp_memory.repositories.observations import ObservationRepository
 from mcp_memory.repositories.outcomes import MistakeCardRepository
@@ -60,12 +58,6 @@ LEFT_OUT = "\nLeft out for space: "
 LEFT_OUT_FETCH = "\nLeft out for space (fetch with): "
 _FITTING = 8
 """`render` packs the sections at most this many times, each with the room the left-out line last needed."""
-_FADE_BANDS = 64
-"""Bands of age by which SQL tells the never-reinforced lessons sure to have faded from those that may have."""
-_FADE_MARGIN = 1e-9
-"""Relative slack of a band's limits: far above the rounding of the confidence computed in Python."""
-_FADE_SLACK_WEEKS = 1 / 604_800
-"""Slack of a band's ages: one second, far above SQLite's millisecond clock."""
 
 
 def estimate_tokens(text: str) -> int:
@@ -303,20 +295,25 @@ class ContextService(Service):
     async def _lessons(self, project: str, focus: str | None, task_type: str | None) -> _Section:
         found: list[LessonView] = []
         later: list[LessonView] = []
+        total = 0
         scopes = [project] if project == GLOBAL_PROJECT else [project, GLOBAL_PROJECT]
         for scope, share in zip(scopes, (10, 5), strict=False):
             # The focus puts what matches first; then what applies to the task type (its own lessons and
             # untyped ones), then the best of the rest, each by confidence.
             limit = share * _POOL
             relevant = await self.lessons.ranked(scope, focus, task_type=task_type, limit=limit) if focus else []
-            applicable = await self.lessons.ranked(scope, None, task_type=task_type, limit=limit)
-            rest = await self.lessons.ranked(scope, None, limit=limit) if task_type else []
+            applicable, active = await self.lessons.ranked_counted(scope, None, task_type=task_type, limit=limit)
+            if task_type:
+                rest, active = await self.lessons.ranked_counted(scope, None, limit=limit)
+            else:
+                rest = []
             ranked = _unique(relevant + applicable + rest)[:limit]
             found += ranked[:share]  # the project's share, then the global one, before either's rest
             later += ranked[share:]
-        # Every active lesson of the scopes is one the section shows given unlimited room: the task
-        # type's and the focus's come first, and the rest follow.
-        section = _Section("lessons", "\n## Lessons\n", share=len(found), total=await self._active_lessons(scopes))
+            # Every active lesson of the scope is one the section shows given unlimited room: the task
+            # type's and the focus's come first, and the rest follow.
+            total += active
+        section = _Section("lessons", "\n## Lessons\n", share=len(found), total=total)
         for lesson in found + later:
             detail = f" — {lesson.context}" if lesson.kind == "anti_pattern" and lesson.context else ""
             line = f"- [{lesson.kind} {lesson.confidence:.2f}] {shorten(lesson.content, 300)}{detail} ({lesson.id})"
@@ -395,23 +392,6 @@ class ContextService(Service):
         section.total = latest - shown
         return section
 
-    async def _active_lessons(self, scopes: list[str]) -> int:
-        """How many lessons of the scopes are active (neither soft-deleted nor faded) now, counted in SQL.
-
-        A lesson never reinforced fades by decay, which is computed when it is read, so SQL sorts those
-        into bands by age (`_fade_bands`) and counts the ones sure to have faded; only the few close to
-        their fading moment are read, and LessonService judges them as it judges every lesson it ranks.
-        """
-        now = self.now()
-        band_days, limits = _fade_bands(self.settings.lesson_fade_at, self.settings.lesson_decay_per_week)
-        async with self.db.read() as conn:
-            repo = LessonRepository(conn)
-            live = sum([await repo.count(scope) for scope in scopes])
-            faded, unsure = await repo.never_reinforced_by_age(scopes, to_iso(now), band_days, limits)
-            near = await repo.get_many(unsure, scopes)
-        faded += sum(self.lessons.faded(lesson, self.lessons.confidence(lesson, now)) for lesson in near)
-        return live - faded
-
 
 def _disputes(memories: list[Memory], edges: list[Relation]) -> dict[str, list[str]]:
     """For each memory a contradiction links to another of `memories`, a note naming the other and
@@ -441,41 +421,6 @@ def _cut(text: str, limit: int) -> str:
         return text
     end = text.rfind("\n", 0, limit + 1)
     return text[: end if end > 0 else limit]
-
-
-def _fade_bands(fade_at: float, decay_per_week: float) -> tuple[float, list[tuple[float, float]]]:
-    """Bands of age in which SQL can tell a never-reinforced lesson sure to have faded by its confidence:
-    (days each band spans, each band's (sure, unsure) confidences); see never_reinforced_by_age.
-
-    LessonService counts such a lesson faded when confidence × keep^weeks <= fade_at, keep being
-    1 − decay per week, weeks the age of its confidence. Band i spans ages from i to i + 1 widths, so a
-    lesson in it at or below fade_at × keep^−(i widths) has faded, and one above fade_at × keep^−(i + 1
-    widths) has not; between the two, Python decides. The bands span the weeks in which a lesson of
-    confidence 1 decays to fade_at (the last band holds every older one), and each limit has slack for
-    rounding, for SQLite's millisecond clock and for a result too small to keep its precision.
-    """
-    keep = 1.0 - decay_per_week  # as LessonService.confidence computes it
-    if keep >= 1.0:  # no decay: a lesson has faded at or below the threshold, whatever its age
-        return 1.0, [(fade_at, fade_at)]
-    rate = -math.log(keep)  # per week
-    tiny = math.ulp(0.0)
-    width = -math.log(max(fade_at, tiny)) / rate / _FADE_BANDS  # weeks
-    limits = []
-    for band in range(_FADE_BANDS + 1):
-        youngest = max(band * width - _FADE_SLACK_WEEKS, 0.0)
-        oldest = (band + 1) * width + _FADE_SLACK_WEEKS
-        sure = max(fade_at, _grown(fade_at * (1 - _FADE_MARGIN) - tiny, youngest * rate))
-        unsure = math.inf if band == _FADE_BANDS else _grown(fade_at * (1 + _FADE_MARGIN) + tiny, oldest * rate)
-        limits.append((sure, unsure))
-    return width * 7, limits
-
-
-def _grown(value: float, power: float) -> float:
-    """value × e^power, infinite past the largest float."""
-    try:
-        return value * math.exp(power)
-    except OverflowError:
-        return math.inf if value > 0 else -math.inf
 
 
 def _fill(sections: list[_Section], used: int, room: int) -> list[int]:

@@ -306,6 +306,18 @@ class LessonService(Service):
         With a `task_type`, that type's lessons come before the untyped ones, and other types' are left out."""
         if limit <= 0:
             return []
+        return (await self.ranked_counted(scope, query, task_type=task_type, kinds=kinds, limit=limit))[0]
+
+    async def ranked_counted(
+        self,
+        scope: str,
+        query: str | None,
+        *,
+        task_type: str | None = None,
+        kinds: Sequence[str] | None = None,
+        limit: int = 10,
+    ) -> tuple[list[LessonView], int]:
+        """`ranked`, and how many active lessons it ranked in all, `limit` aside."""
         subtypes = frozenset(kinds) if kinds else None
         if query:
             hits = self.deps.index.search(
@@ -326,7 +338,7 @@ class LessonService(Service):
             if not self.faded(lesson, confidence):
                 scored.append((relevance[lesson.id] * confidence, lesson))
         scored.sort(key=lambda pair: (task_type is not None and pair[1].task_type != task_type, -pair[0], pair[1].id))
-        return [self.view(lesson, score if query else None) for score, lesson in scored[:limit]]
+        return [self.view(lesson, score if query else None) for score, lesson in scored[:limit]], len(scored)
 
     def _relevance(self, query: str, hits: Sequence[Hit]) -> dict[str, float]:
         """Each hit's relevance: its BM25 score, or for a weak match a small value by its share of the query's terms.
