@@ -256,9 +256,9 @@ async def test_stored_records_count_as_the_sections_show_them(tmp_path: Path, mo
 async def test_the_active_lessons_counted_are_those_the_lesson_service_calls_active(
     tmp_path: Path, decay: float, fade_at: float
 ) -> None:
-    """Lessons at every edge SQL's bands have (confidences a few units in the last place either side of
-    the fading one, ages on band edges, times ahead of now, decays on record) count as LessonService
-    judges them."""
+    """Lessons at every edge of fading (confidences a few units in the last place either side of the
+    fading one, ages at many fractions of the fading span, times ahead of now, decays on record) count
+    as LessonService judges them."""
     now = datetime(2026, 1, 5, 9, 0, 0, 123456, tzinfo=UTC)
     settings = Settings(
         db=tmp_path / "memory.db",
@@ -270,7 +270,7 @@ async def test_the_active_lessons_counted_are_those_the_lesson_service_calls_act
     )
     rng = random.Random(f"{decay}/{fade_at}")
     keep = 1.0 - decay
-    # The weeks in which a confidence of 1 decays to the threshold, in 64 bands as the service counts them.
+    # The weeks in which a confidence of 1 decays to the threshold, in 64 steps.
     span = -math.log(max(fade_at, 5e-324)) / -math.log(keep) if keep < 1.0 else 1.0
     band_weeks = span / 64
     span = min(span, 20_000.0)
