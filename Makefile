@@ -36,6 +36,7 @@ bench: $(VENV)/.dev
 	$(BIN)/python bench/locomo.py
 	$(BIN)/python bench/transfer.py
 	$(BIN)/python bench/loop.py
+	$(BIN)/python bench/lessons.py
 
 clean:
 	rm -rf $(VENV) build *.egg-info .mypy_cache .ruff_cache

@@ -88,9 +88,12 @@ def epoch(text: str) -> float:
     return from_iso(text).timestamp()
 
 
+_WEEK = timedelta(weeks=1)
+
+
 def weeks_between(earlier: datetime, later: datetime) -> float:
     """Fractional weeks from `earlier` to `later`, never negative."""
-    return max((later - earlier) / timedelta(weeks=1), 0.0)
+    return max((later - earlier) / _WEEK, 0.0)
 
 
 def zone(name: str) -> ZoneInfo:

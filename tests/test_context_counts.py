@@ -315,10 +315,16 @@ async def test_the_active_lessons_counted_are_those_the_lesson_service_calls_act
         listed = await app.lessons.lessons(
             "test", kinds=None, task_type=None, status="active", scope="all", limit=1, offset=0
         )
+        everything = await app.lessons.lessons(
+            "test", kinds=None, task_type=None, status="all", scope="all", limit=len(ages), offset=0
+        )
         compiled = await app.context.compile("test", budget=100)
 
     counted = [s.included + s.omitted for s in compiled.sections if s.name == "lessons"]
     assert counted == ([listed.total] if listed.total else [])
+    # Listings rank lessons by a narrow read of their standing; each shown whole judges itself the same.
+    assert listed.total == sum(view.status == "active" for view in everything.lessons)
+    assert len(everything.lessons) == everything.total
     assert 0 < listed.total < len(ages)  # some are active, some faded or deleted
 
 

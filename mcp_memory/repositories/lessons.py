@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import NamedTuple
 
 from mcp_memory.db import Row
 from mcp_memory.models.records import Lesson
@@ -14,8 +15,44 @@ _COLUMNS = (
 )
 
 
+# The later of the two times a confidence was set, compared as text as LessonService.confidence does.
+_STANDING_COLUMNS = (
+    "id, task_type, confidence, reinforcements, max(last_reinforced_at, coalesce(decayed_at, '')) AS since, "
+    "deleted_at IS NOT NULL AS deleted"
+)
+
+
+class LessonStanding(NamedTuple):
+    """What ranks a lesson (its confidence as stored and since when, whether it is deleted), without its text:
+    cheap to read for every lesson of a scope, so only the page shown is read whole."""
+
+    id: str
+    task_type: str | None
+    confidence: float
+    reinforcements: int
+    since: str
+    deleted: bool
+
+
 def _lesson(row: Row) -> Lesson:
     return Lesson(**row_dict(row, ("tags", "source")))
+
+
+def _where(
+    scopes: Sequence[str], kinds: Sequence[str] | None, task_type: str | None, include_deleted: bool
+) -> tuple[str, list[object]]:
+    """The WHERE clause and parameters selecting lessons of the scopes, kinds and task type."""
+    clauses = [f"project IN ({placeholders(len(scopes))})"]
+    params: list[object] = list(scopes)
+    if kinds:
+        clauses.append(f"kind IN ({placeholders(len(kinds))})")
+        params.extend(kinds)
+    if task_type is not None:
+        clauses.append("task_type = ?")
+        params.append(task_type)
+    if not include_deleted:
+        clauses.append("deleted_at IS NULL")
+    return " AND ".join(clauses), params
 
 
 class LessonRepository(Repository):
@@ -103,20 +140,24 @@ class LessonRepository(Repository):
         include_deleted: bool = False,
     ) -> list[Lesson]:
         """Lessons of the scopes, optionally of some kinds and one task type, newest first."""
-        clauses = [f"project IN ({placeholders(len(scopes))})"]
-        params: list[object] = list(scopes)
-        if kinds:
-            clauses.append(f"kind IN ({placeholders(len(kinds))})")
-            params.extend(kinds)
-        if task_type is not None:
-            clauses.append("task_type = ?")
-            params.append(task_type)
-        if not include_deleted:
-            clauses.append("deleted_at IS NULL")
+        where, params = _where(scopes, kinds, task_type, include_deleted)
         rows = await self.conn.fetchall(
-            f"SELECT {_COLUMNS} FROM lessons WHERE {' AND '.join(clauses)} ORDER BY created_at DESC, id DESC", params
+            f"SELECT {_COLUMNS} FROM lessons WHERE {where} ORDER BY created_at DESC, id DESC", params
         )
         return [_lesson(r) for r in rows]
+
+    async def standings(
+        self,
+        scopes: Sequence[str],
+        *,
+        kinds: Sequence[str] | None = None,
+        task_type: str | None = None,
+        include_deleted: bool = False,
+    ) -> list[LessonStanding]:
+        """The standing of every lesson `find` would return, in no particular order."""
+        where, params = _where(scopes, kinds, task_type, include_deleted)
+        rows = await self.conn.fetchall(f"SELECT {_STANDING_COLUMNS} FROM lessons WHERE {where}", params)
+        return [LessonStanding(*row) for row in rows]
 
     async def delete(self, ids: Sequence[str]) -> None:
         await self.delete_in("lessons", ids)

@@ -91,11 +91,7 @@ class InsightsService(Service):
 
     async def profile(self, project: str, top: int = 10) -> ProfileResult:
         """What the project is about and how it has gone."""
-        # Faded lessons are not counted; whether one has faded is decided when read, not stored.
-        active = await self.lessons.lessons(
-            project, kinds=None, task_type=None, status="active", scope="project", limit=1, offset=0
-        )
-        active_lessons = active.total
+        active_lessons = await self.lessons.active_count(project)
         async with self.db.read() as conn:
             aggregates = ProfileRepository(conn)
             concepts = await aggregates.top_values(project, "concepts", top)

@@ -9,7 +9,7 @@ context, listed with status "faded", and restored by saving it again.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Iterator, Sequence
 from datetime import datetime
 
 from mcp_memory.clock import from_iso, weeks_between
@@ -18,7 +18,7 @@ from mcp_memory.errors import InvalidInputError, NotFoundError
 from mcp_memory.ids import new_id
 from mcp_memory.models.learning import LessonList, LessonRecallResult, LessonSaveResult, LessonView
 from mcp_memory.models.records import Lesson
-from mcp_memory.repositories.lessons import LessonRepository
+from mcp_memory.repositories.lessons import LessonRepository, LessonStanding
 from mcp_memory.repositories.meta import MetaRepository
 from mcp_memory.search.index import Hit, SearchFilter
 from mcp_memory.search.spelling import respell_query
@@ -85,19 +85,30 @@ class LessonService(Service):
     def confidence(self, lesson: Lesson, now: datetime | None = None) -> float:
         """Confidence as of `now`: the stored value decayed for the weeks since it was last set."""
         since = max(lesson.last_reinforced_at, lesson.decayed_at or "")
-        weeks = weeks_between(from_iso(since), now or self.now())
+        return self._decayed(lesson.confidence, weeks_between(from_iso(since), now or self.now()))
+
+    def standing_confidences(
+        self, standings: Sequence[LessonStanding], now: datetime
+    ) -> Iterator[tuple[LessonStanding, float, bool]]:
+        """Each standing with the lesson's `confidence` and whether it has `faded`, computed from the standing alone."""
+        for standing in standings:
+            confidence = self._decayed(standing.confidence, weeks_between(from_iso(standing.since), now))
+            yield standing, confidence, standing.deleted or self._fades(standing.reinforcements, confidence)
+
+    def _decayed(self, confidence: float, weeks: float) -> float:
         keep: float = (1.0 - self.settings.lesson_decay_per_week) ** weeks
-        return lesson.confidence * keep
+        return confidence * keep
 
     def faded(self, lesson: Lesson, confidence: float) -> bool:
         """Soft-deleted: marked so, or never reinforced and decayed to the fade threshold."""
-        return lesson.deleted_at is not None or (
-            lesson.reinforcements == 0 and confidence <= self.settings.lesson_fade_at
-        )
+        return lesson.deleted_at is not None or self._fades(lesson.reinforcements, confidence)
 
-    def view(self, lesson: Lesson, score: float | None = None) -> LessonView:
+    def _fades(self, reinforcements: int, confidence: float) -> bool:
+        return reinforcements == 0 and confidence <= self.settings.lesson_fade_at
+
+    def view(self, lesson: Lesson, score: float | None = None, now: datetime | None = None) -> LessonView:
         """A lesson as tools show it, with its current confidence and status."""
-        confidence = self.confidence(lesson)
+        confidence = self.confidence(lesson, now)
         return LessonView(
             id=lesson.id,
             kind=lesson.kind,
@@ -319,26 +330,33 @@ class LessonService(Service):
     ) -> tuple[list[LessonView], int]:
         """`ranked`, and how many active lessons it ranked in all, `limit` aside."""
         subtypes = frozenset(kinds) if kinds else None
-        if query:
-            hits = self.deps.index.search(
-                scope, query, SearchFilter(kinds=frozenset({"lesson"}), subtypes=subtypes), 200, now=None
-            )  # confidence already carries a lesson's age
-            relevance = self._relevance(query, hits)
-            async with self.db.read() as conn:
-                lessons = await LessonRepository(conn).get_many(list(relevance), [scope])
-        else:
-            async with self.db.read() as conn:
-                lessons = await LessonRepository(conn).find([scope], kinds=kinds)
-            relevance = {lesson.id: 1.0 for lesson in lessons}
-        scored = []
-        for lesson in lessons:
-            if task_type is not None and lesson.task_type not in (None, task_type):
-                continue
-            confidence = self.confidence(lesson)
-            if not self.faded(lesson, confidence):
-                scored.append((relevance[lesson.id] * confidence, lesson))
-        scored.sort(key=lambda pair: (task_type is not None and pair[1].task_type != task_type, -pair[0], pair[1].id))
-        return [self.view(lesson, score if query else None) for score, lesson in scored[:limit]], len(scored)
+        now = self.now()
+        scored: list[tuple[float, str, str | None]] = []  # score, id, task type of each active candidate
+        async with self.db.read() as conn:
+            repo = LessonRepository(conn)
+            if query:
+                hits = self.deps.index.search(
+                    scope, query, SearchFilter(kinds=frozenset({"lesson"}), subtypes=subtypes), 200, now=None
+                )  # confidence already carries a lesson's age
+                relevance = self._relevance(query, hits)
+                whole = {lesson.id: lesson for lesson in await repo.get_many(list(relevance), [scope])}
+                for lesson in whole.values():
+                    confidence = self.confidence(lesson, now)
+                    if not self.faded(lesson, confidence):
+                        scored.append((relevance[lesson.id] * confidence, lesson.id, lesson.task_type))
+            else:
+                # Every lesson is a candidate: rank their standings, and read whole only those shown.
+                standings = await repo.standings([scope], kinds=kinds)
+                for standing, confidence, faded in self.standing_confidences(standings, now):
+                    if not faded:
+                        scored.append((confidence, standing.id, standing.task_type))
+            if task_type is not None:
+                scored = [entry for entry in scored if entry[2] in (None, task_type)]
+            scored.sort(key=lambda entry: (task_type is not None and entry[2] != task_type, -entry[0], entry[1]))
+            shown = scored[:limit]
+            if not query:  # the same snapshot, so every one shown is still there
+                whole = {lesson.id: lesson for lesson in await repo.get_many([entry[1] for entry in shown], [scope])}
+        return [self.view(whole[i], score if query else None, now) for score, i, _ in shown], len(scored)
 
     def _relevance(self, query: str, hits: Sequence[Hit]) -> dict[str, float]:
         """Each hit's relevance: its BM25 score, or for a weak match a small value by its share of the query's terms.
@@ -371,17 +389,29 @@ class LessonService(Service):
         """A page of lessons by confidence (highest first), with faded ones only when asked for."""
         _check_kinds(kinds)
         scopes = {"project": [project], "global": [GLOBAL_PROJECT], "all": [project, GLOBAL_PROJECT]}[scope]
+        now = self.now()
         async with self.db.read() as conn:
-            found = await LessonRepository(conn).find(scopes, kinds=kinds, task_type=task_type, include_deleted=True)
-        views = [self.view(lesson) for lesson in found]
-        if status != "all":
-            views = [v for v in views if v.status == status]
-        views.sort(key=lambda v: (-v.confidence, v.id))
-        page = views[offset : offset + limit]
-        more = offset + len(page) < len(views)
+            repo = LessonRepository(conn)
+            ranked = []
+            standings = await repo.standings(scopes, kinds=kinds, task_type=task_type, include_deleted=True)
+            for standing, confidence, faded in self.standing_confidences(standings, now):
+                if status == "all" or status == ("faded" if faded else "active"):
+                    ranked.append((-round(confidence, 4), standing.id))  # as the listing shows it
+            ranked.sort()
+            page = await repo.get_many([lesson_id for _, lesson_id in ranked[offset : offset + limit]], scopes)
+        more = offset + len(page) < len(ranked)
         return LessonList(
-            project=project, total=len(views), lessons=page, next_offset=offset + len(page) if more else None
+            project=project,
+            total=len(ranked),
+            lessons=[self.view(lesson, now=now) for lesson in page],
+            next_offset=offset + len(page) if more else None,
         )
+
+    async def active_count(self, scope: str) -> int:
+        """How many lessons of one scope are active (whether one has faded is decided when read, not stored)."""
+        async with self.db.read() as conn:
+            standings = await LessonRepository(conn).standings([scope])
+        return sum(not faded for _, _, faded in self.standing_confidences(standings, self.now()))
 
     async def get(self, project: str, lesson_id: str) -> Lesson:
         """A lesson of the project or the global scope."""
