@@ -949,6 +949,34 @@ async def test_consolidate_never_folds_an_observation_a_relation_points_to(
     assert h.protected_observation in {n["id"] for n in related["nodes"]}
 
 
+async def test_consolidate_reports_each_relation_it_deletes_with_a_record_it_folds_or_prunes(
+    settings: Settings, clock: FakeClock
+) -> None:
+    """A relation from a folded observation or a pruned outcome goes with it, and the report lists it
+    (a dry run too), naming its ends; relations between records that stay are left alone."""
+    h = await build_history(settings, clock)
+    async with Client(build_server(settings, clock)) as client:
+        from_folded = (await call(client, "memory_relate", source_id=h.low_value[0], target_id=h.anchor))["relation"]
+        from_pruned = (await call(client, "memory_relate", source_id=h.old_outcomes[1], target_id=h.strong))["relation"]
+        kept = (await call(client, "memory_relate", source_id=h.big[0], target_id=h.strong))["relation"]
+    async with Client(build_server(lowered(settings), clock)) as client:
+        dry = await call(client, "memory_consolidate", dry_run=True)
+        real = await call(client, "memory_consolidate")
+        after = await export_all(client)
+
+    deleted = sorted([("relation", "deleted", from_folded["id"]), ("relation", "deleted", from_pruned["id"])])
+    assert changes_of(dry) == changes_of(real) == sorted(expected_changes(h) + deleted)
+    assert real["counts"]["deleted"] == 2
+    details = {c["id"]: c["detail"] for c in real["changes"] if c["kind"] == "relation"}
+    assert details == {
+        from_folded["id"]: f"{h.low_value[0]} -> {h.anchor}",
+        from_pruned["id"]: f"{h.old_outcomes[1]} -> {h.strong}",
+    }
+    assert {r["id"] for r in after["tables"]["relations"]} & {from_folded["id"], from_pruned["id"], kept["id"]} == {
+        kept["id"]
+    }
+
+
 async def test_a_merge_reaches_a_copy_made_before_it_through_import(settings: Settings, clock: FakeClock) -> None:
     h = await build_history(settings, clock)
     copy = settings.model_copy(update={"db": settings.db.with_name("copy.db")})

@@ -37,9 +37,10 @@ class CrystallizeResult(BaseModel):
 class Change(BaseModel):
     """One change a consolidation pass made (or, in a dry run, would make)."""
 
-    kind: str = Field(description="Record kind: memory, lesson, session, observation, outcome.")
+    kind: str = Field(description="Record kind: memory, lesson, session, observation, outcome, relation.")
     action: str = Field(
-        description="relinked, merged, promoted, crystallized, decayed, faded, folded, pruned, dropped."
+        description="relinked, merged, promoted, crystallized, decayed, faded, folded, pruned, dropped; "
+        "deleted: a relation from a record folded or pruned (detail: source -> target)."
     )
     id: PublicId | None = Field(
         description="The record changed; null for a record a dry run would create (its id is assigned when it is)."

@@ -92,19 +92,24 @@ class RelationRepository(Repository):
 
     async def ids_touching(self, ids: Sequence[str]) -> list[str]:
         """Ids of every relation (of any project) whose source or target is among `ids`."""
-        found: dict[str, None] = {}  # an edge between two of `ids` may come in two chunks
+        return list(await self._ends_touching(ids))
+
+    async def delete_touching(self, ids: Sequence[str]) -> dict[str, tuple[str, str]]:
+        """Delete every relation whose source or target is among `ids`; returns each one's (source, target) by id."""
+        found = await self._ends_touching(ids)
+        await self.delete_in("relations", list(found))
+        return found
+
+    async def _ends_touching(self, ids: Sequence[str]) -> dict[str, tuple[str, str]]:
+        found: dict[str, tuple[str, str]] = {}  # an edge between two of `ids` may come in two chunks
         for chunk in chunked(ids):
             marks = placeholders(len(chunk))
             rows = await self.conn.fetchall(
-                f"SELECT id FROM relations WHERE source_id IN ({marks}) OR target_id IN ({marks})", (*chunk, *chunk)
+                f"SELECT id, source_id, target_id FROM relations "
+                f"WHERE source_id IN ({marks}) OR target_id IN ({marks})",
+                (*chunk, *chunk),
             )
-            found.update(dict.fromkeys(r[0] for r in rows))
-        return list(found)
-
-    async def delete_touching(self, ids: Sequence[str]) -> list[str]:
-        """Delete every relation whose source or target is among `ids`; returns the relation ids."""
-        found = await self.ids_touching(ids)
-        await self.delete_in("relations", found)
+            found.update((r[0], (r[1], r[2])) for r in rows)
         return found
 
     async def pointed_at(self, ids: Sequence[str]) -> set[str]:

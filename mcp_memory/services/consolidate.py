@@ -50,6 +50,7 @@ from mcp_memory.services.forget import fact_fingerprint
 from mcp_memory.services.heuristic_upkeep import HeuristicUpkeep
 from mcp_memory.services.lessons import LessonService
 from mcp_memory.services.memories import SUPERSEDE_THRESHOLD, MemoryService
+from mcp_memory.services.relations import DROPPED_ENDS
 from mcp_memory.services.summaries import SummaryService
 
 DECAY_STEP = 0.001
@@ -73,6 +74,17 @@ class _MergePlan(NamedTuple):
 
 class _DryRun(Exception):
     """Raised at the end of a dry run so the transaction rolls back."""
+
+
+def _relations_dropped(tx: Tx, recorded: int) -> list[Change]:
+    """The relations deleted since the transaction's first `recorded` changes, with the records they
+    linked (no step deletes a relation but with a record it links, which the step reports)."""
+    changes = []
+    for kind, relation_id, op in tx.changes[recorded:]:
+        if kind == "relation" and op == "delete":
+            source, target = tx.noted(DROPPED_ENDS, relation_id)
+            changes.append(Change(kind="relation", action="deleted", id=relation_id, detail=f"{source} -> {target}"))
+    return changes
 
 
 class ConsolidateService(Service):
@@ -121,7 +133,9 @@ class ConsolidateService(Service):
             async with self.db.transaction("memory_consolidate", project=project) as tx:
                 for done, (name, step) in enumerate(steps, start=2):
                     await report(done, total, name)
+                    recorded = len(tx.changes)
                     changes += await step(tx, project)
+                    changes += _relations_dropped(tx, recorded)
                 await report(total - 1, total, "deleting words no record uses")
                 words = await self.deps.indexer.sweep_terms(tx)
                 await report(total, total, "done")
