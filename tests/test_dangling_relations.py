@@ -13,8 +13,10 @@ from tests.conftest import FakeClock, call
 from tests.test_tools_operations import export_document, fresh_settings
 
 
-async def relate(client: Client, source: str, target: str) -> None:
-    await call(client, "memory_relate", source_id=source, target_id=target, type="related")
+async def relate(client: Client, source: str, target: str) -> str:
+    return str(
+        (await call(client, "memory_relate", source_id=source, target_id=target, type="related"))["relation"]["id"]
+    )
 
 
 async def reachable(client: Client, start: str) -> list[str]:
@@ -32,12 +34,12 @@ async def round_trips(client: Client, tmp_path: Path) -> int:
 async def test_deleting_a_slot_drops_its_relations(client: Client, tmp_path: Path) -> None:
     memory = (await call(client, "memory_save", content="The deploy runs from the release branch."))["id"]
     slot = (await call(client, "memory_slot_create", name="release_notes", content="Ship on Fridays."))["slot"]["id"]
-    await relate(client, memory, slot)
-    await relate(client, slot, memory)
+    edges = [await relate(client, memory, slot), await relate(client, slot, memory)]
     assert await reachable(client, memory) == [slot]
 
-    await call(client, "memory_slot_delete", name="release_notes")
+    deleted = await call(client, "memory_slot_delete", name="release_notes")
 
+    assert sorted(deleted["relations_deleted"]) == sorted(edges)
     assert await reachable(client, memory) == []
     assert await round_trips(client, tmp_path) == 0
 

@@ -30,7 +30,7 @@ async def test_deleting_a_slot_twice_without_a_scope_never_deletes_the_global_on
     first = await call(client, "memory_slot_delete", name="conventions")
     again = await call_error(client, "memory_slot_delete", name="conventions")  # a client's retry
 
-    assert first == {"name": "conventions", "scope": "project", "id": local["id"]}
+    assert first == {"name": "conventions", "scope": "project", "id": local["id"], "relations_deleted": []}
     assert again == (
         "Error executing tool memory_slot_delete: name: No slot 'conventions' in this project; "
         'only a global slot has that name; pass scope="global" to delete it'
@@ -38,7 +38,7 @@ async def test_deleting_a_slot_twice_without_a_scope_never_deletes_the_global_on
     still = await call(client, "memory_slot_get", name="conventions", project="other")
     assert (still["id"], still["content"]) == (glob["id"], "Team rules.")
     gone = await call(client, "memory_slot_delete", name="conventions", scope="global")
-    assert gone == {"name": "conventions", "scope": "global", "id": glob["id"]}
+    assert gone == {"name": "conventions", "scope": "global", "id": glob["id"], "relations_deleted": []}
 
 
 async def test_deleting_a_missing_slot_does_not_suggest_creating_it(client: Client) -> None:

@@ -316,7 +316,7 @@ async def test_a_project_slot_shadows_a_global_one_of_the_same_name(client: Clie
     assert (await get(client, "persona", scope="global"))["content"] == "Global persona."
 
     deleted = await call(client, "memory_slot_delete", name="persona")
-    assert deleted == {"name": "persona", "scope": "project", "id": local["id"]}
+    assert deleted == {"name": "persona", "scope": "project", "id": local["id"], "relations_deleted": []}
     assert (await get(client, "persona"))["id"] == glob["id"]
 
 
@@ -342,7 +342,7 @@ async def test_delete_removes_a_slot(client: Client) -> None:
 
     deleted = await call(client, "memory_slot_delete", name="scratch")
 
-    assert deleted == {"name": "scratch", "scope": "project", "id": created["id"]}
+    assert deleted == {"name": "scratch", "scope": "project", "id": created["id"], "relations_deleted": []}
     assert "scratch" in await call_error(client, "memory_slot_get", name="scratch")
     assert "scratch" in await call_error(client, "memory_slot_delete", name="scratch")
     assert (await overview(client))["slots"] == []

@@ -66,6 +66,9 @@ class SlotDeleted(BaseModel):
     name: str
     scope: Literal["project", "global"]
     id: str
+    relations_deleted: list[str] = Field(
+        default_factory=list, description="Relations to or from the slot, deleted with it (their ids)."
+    )
 
 
 class ActionView(BaseModel):

@@ -33,13 +33,14 @@ DROPPED_ENDS = "dropped relation ends"
 """The transaction's note of each relation `drop_relations` deleted: its (source, target) by id."""
 
 
-async def drop_relations(tx: Tx, ids: Sequence[str]) -> None:
+async def drop_relations(tx: Tx, ids: Sequence[str]) -> list[str]:
     """Delete every relation touching the records `ids`, which are going away, and audit each one
-    (noting its ends, so a pass that reports its changes can say what it linked)."""
+    (noting its ends, so a pass that reports its changes can say what it linked); returns their ids."""
     dropped = await RelationRepository(tx).delete_touching(ids)
     for relation_id in dropped:
         tx.changed("relation", relation_id, "delete")
     tx.note(DROPPED_ENDS, dropped)
+    return list(dropped)
 
 
 class RelationService(Service):

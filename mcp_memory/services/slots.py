@@ -230,9 +230,10 @@ class SlotService(Service):
             # Noted as memory_forget notes what it deletes: an import of an older copy does not bring it back.
             await ForgottenRepository(tx).remember("slot", [slot.id], self.now_iso())
             await repo.delete(slot.id)
-            await drop_relations(tx, [slot.id])
+            relations = await drop_relations(tx, [slot.id])
             tx.changed("slot", slot.id, "delete")
-        return SlotDeleted(name=slot.name, scope="global" if slot.project == GLOBAL_PROJECT else "project", id=slot.id)
+        scope = "global" if slot.project == GLOBAL_PROJECT else "project"
+        return SlotDeleted(name=slot.name, scope=scope, id=slot.id, relations_deleted=relations)
 
     async def _find(self, repo: SlotRepository, project: str, name: str, scope: str | None) -> Slot:
         scopes = {"project": [project], "global": [GLOBAL_PROJECT], None: [project, GLOBAL_PROJECT]}[scope]
