@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import hashlib
 from typing import Any
 
 import pytest
 from mcp import Client
 
 from mcp_memory.config import Settings
+from mcp_memory.context import open_app
+from mcp_memory.repositories.outcomes import MistakeCardRepository
 from mcp_memory.server import build_server
 from tests.conftest import FakeClock, call, call_error
 
@@ -590,6 +593,54 @@ async def test_mistake_cards_are_bounded_dropping_the_least_seen(settings: Setti
     # "second" and "third" were each seen once; the more recently seen one stays.
     assert [(c["correct_decision"], c["seen_count"]) for c in cards] == [("first", 2), ("third", 1)]
     assert result["derived"]["mistake_cards"] == [cards[1]["id"]]
+
+
+async def test_mistake_cards_merge_past_framing_punctuation_quotes_and_unicode_forms(
+    client: Client, clock: FakeClock
+) -> None:
+    first = await record(
+        client, clock, task="Ship the café release.", success=False, mistake_cards=[card("t", "Run the tests first.")]
+    )
+    variants = [
+        ("ship the cafe\u0301 release", '"run the tests first"'),  # decomposed é, quotes, no full stop
+        ("Ship  the café release!", "- Run the tests first;"),  # a list bullet, other closing marks
+    ]
+    for task, correct in variants:
+        again = await record(client, clock, task=task, success=False, mistake_cards=[card("t", correct)])
+        assert again["derived"]["mistake_cards"] == first["derived"]["mistake_cards"]
+    other = await record(
+        client, clock, task="Ship the café release", success=False, mistake_cards=[card("t", "Run the tests first?!x")]
+    )
+
+    cards = (await insights(client, limit=10))["mistake_cards"]
+    assert [(c["correct_decision"], c["seen_count"]) for c in cards] == [
+        ("Run the tests first.", 3),
+        ("Run the tests first?!x", 1),  # a word, not punctuation, differs
+    ]
+    assert other["derived"]["mistake_cards"] == [cards[1]["id"]]
+
+
+async def test_a_card_stored_under_the_older_key_is_found_and_re_keyed(settings: Settings, clock: FakeClock) -> None:
+    """Cards keyed by case and whitespace alone (before punctuation was trimmed) are seen again as the
+    same card, whichever variant comes first, and keep their id."""
+    async with Client(build_server(settings, clock)) as client:
+        first = await record(
+            client, clock, task="Tidy up", success=False, mistake_cards=[card("t", "Pin the version.")]
+        )
+        (card_id,) = first["derived"]["mistake_cards"]
+    older = hashlib.sha256("\x1f".join(("t", "tidy up", "pin the version.")).encode()).hexdigest()
+    async with open_app(settings, clock) as app, app.deps.db.transaction("test", project="test") as tx:
+        await MistakeCardRepository(tx).set_key(card_id, older)
+
+    async with Client(build_server(settings, clock)) as client:
+        again = await record(client, clock, task="tidy up", success=False, mistake_cards=[card("t", "pin the version")])
+        third = await record(
+            client, clock, task="Tidy up", success=False, mistake_cards=[card("t", "Pin the version.")]
+        )
+        cards = (await insights(client, limit=10))["mistake_cards"]
+
+    assert again["derived"]["mistake_cards"] == third["derived"]["mistake_cards"] == [card_id]
+    assert [(c["id"], c["seen_count"]) for c in cards] == [(card_id, 3)]
 
 
 # -- restart -------------------------------------------------------------------------------------

@@ -186,6 +186,19 @@ class MistakeCardRepository(Repository):
         )
         return None if row is None else _card(row)
 
+    async def of_type(self, project: str, type_: str) -> list[MistakeCard]:
+        """The project's cards of one type, most seen first (then the oldest)."""
+        rows = await self.conn.fetchall(
+            f"SELECT {_CARD_COLUMNS} FROM mistake_cards WHERE project = ? AND type = ? "
+            "ORDER BY seen_count DESC, first_seen_at, id",
+            (project, type_),
+        )
+        return [_card(r) for r in rows]
+
+    async def set_key(self, card_id: str, merge_key: str) -> None:
+        """Re-key a card whose stored key came from an older normalisation."""
+        await self.conn.execute("UPDATE mistake_cards SET merge_key = ? WHERE id = ?", (merge_key, card_id))
+
     async def add(self, card: MistakeCard) -> None:
         await self.conn.execute(
             f"INSERT INTO mistake_cards ({_CARD_COLUMNS}) VALUES ({placeholders(14)})",

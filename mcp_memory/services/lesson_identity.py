@@ -31,7 +31,7 @@ _TRAILING = re.compile(rf"[\s{_QUOTES}.,;:!?…。、]+$")
 _LEGACY_EDGES = re.compile(r"^[\s\W_]+|[\s\W_]+$")
 
 
-def _normalised(content: str) -> str:
+def normalised(content: str) -> str:
     """Content as fingerprinted: NFKC, case-folded, whitespace collapsed, framing punctuation trimmed.
 
     NFKC (not just NFC) because it is what the search analyser uses: text that search treats as the
@@ -42,13 +42,13 @@ def _normalised(content: str) -> str:
 
 
 def fingerprint(content: str, kind: str = "lesson", task_type: str | None = None) -> str:
-    """SHA-256 of the normalised content (see `_normalised`).
+    """SHA-256 of the normalised content (see `normalised`).
 
     Lessons saved by an agent are identified by their text alone. A derived lesson (heuristic,
     anti-pattern, rule) also by its kind and task type, so the same advice learned for two task
     types, or as a rule and as a saved lesson, stays two lessons.
     """
-    return _digest(_normalised(content), kind, task_type)
+    return _digest(normalised(content), kind, task_type)
 
 
 def _legacy_fingerprint(content: str, kind: str = "lesson", task_type: str | None = None) -> str:

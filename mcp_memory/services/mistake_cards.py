@@ -1,5 +1,11 @@
 """Mistake cards: a wrong decision, the right one and why, merged across outcomes by (type, task,
-correct decision) with a count of how often it was seen; the least seen go beyond the bound."""
+correct decision) with a count of how often it was seen; the least seen go beyond the bound.
+
+The three are compared normalised as a lesson's text is (Unicode, case, whitespace, the punctuation
+that frames a sentence), so "Run the tests first." and "run the tests first" are one card. A card
+stored under the older key (case and whitespace only) is found by what its key is made of and
+re-keyed when it is next seen, so no migration is needed.
+"""
 
 from __future__ import annotations
 
@@ -13,6 +19,7 @@ from mcp_memory.models.records import MistakeCard, Outcome
 from mcp_memory.repositories.forgotten import ForgottenRepository
 from mcp_memory.repositories.outcomes import MistakeCardRepository
 from mcp_memory.services.common import Scrubber
+from mcp_memory.services.lesson_identity import normalised
 from mcp_memory.services.relations import drop_relations
 
 
@@ -42,7 +49,9 @@ async def record_mistake_cards(
     ids = []
     for key, card in merged.items():
         task = card.task or outcome.task
-        existing = await repo.by_key(outcome.project, key)
+        existing = await repo.by_key(outcome.project, key) or await _under_older_key(
+            tx, outcome.project, card.type, key
+        )
         if existing is not None:
             wrong = _both_wrong(existing.wrong_decision, card.wrong_decision)
             await repo.seen_again(existing.id, now, wrong, card.why)
@@ -109,8 +118,22 @@ def _both_wrong(stored: str | None, new: str | None) -> str | None:
 
 
 def _merge_key(kind: str, task: str, correct: str) -> str:
-    normal = "\x1f".join(" ".join(part.casefold().split()) for part in (kind, task, correct))
-    return hashlib.sha256(normal.encode()).hexdigest()
+    return hashlib.sha256("\x1f".join(normalised(part) for part in (kind, task, correct)).encode()).hexdigest()
+
+
+async def _under_older_key(tx: Tx, project: str, type_: str, key: str) -> MistakeCard | None:
+    """The stored card that is this one though its key came from an older rule (the most seen, if
+    several), re-keyed to `key`; None when there is none.
+
+    Cards are bounded per project (`max_mistake_cards`), so reading those of its type on a miss stays cheap.
+    """
+    repo = MistakeCardRepository(tx)
+    for stored in await repo.of_type(project, type_):
+        if stored.merge_key != key and _merge_key(stored.type, stored.task, stored.correct_decision) == key:
+            await repo.set_key(stored.id, key)
+            tx.changed("mistake_card", stored.id, "rekey")
+            return stored.model_copy(update={"merge_key": key})
+    return None
 
 
 def _later(prior: MistakeCardInput, card: MistakeCardInput) -> MistakeCardInput:
