@@ -82,8 +82,9 @@ def _relations_dropped(tx: Tx, recorded: int) -> list[Change]:
     changes = []
     for kind, relation_id, op in tx.changes[recorded:]:
         if kind == "relation" and op == "delete":
-            source, target = tx.noted(DROPPED_ENDS, relation_id)
-            changes.append(Change(kind="relation", action="deleted", id=relation_id, detail=f"{source} -> {target}"))
+            ends = tx.noted(DROPPED_ENDS, relation_id)
+            detail = " -> ".join(ends) if ends else ""
+            changes.append(Change(kind="relation", action="deleted", id=relation_id, detail=detail))
     return changes
 
 
