@@ -67,7 +67,7 @@ def parse_moment(value: str | datetime | date, zone: tzinfo = UTC) -> datetime:
     elif isinstance(value, date):
         local = datetime(value.year, value.month, value.day)
     else:
-        text = value.strip()
+        text = value.strip().upper()  # RFC 3339 allows "t" and "z", which fromisoformat refuses in lower case
         day = date_only(text)
         local = datetime(day.year, day.month, day.day) if day else datetime.fromisoformat(text)
     if local.tzinfo is None:

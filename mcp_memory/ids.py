@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
 import time
 
 _ALPHABET = "0123456789abcdefghjkmnpqrstvwxyz"  # Crockford base32, lower case
@@ -43,6 +44,17 @@ def kind_of(record_id: str) -> str | None:
     if not sep or not rest:
         return None
     return KIND_OF_PREFIX.get(prefix)
+
+
+_SERVER_SESSION = re.compile(rf"ses_[{_ALPHABET}]{{22}}")
+SERVER_SESSION_GLOB = "ses_" + "[0-9a-hjkmnp-tv-z]" * 22
+"""What `new_id("session")` makes, as an SQLite GLOB pattern (the same alphabet as `_ALPHABET`)."""
+
+
+def is_server_session_id(session_id: str) -> bool:
+    """Whether `session_id` has the shape of the ids the server gives the sessions it starts
+    (a caller's name, even one starting with "ses_", has another)."""
+    return _SERVER_SESSION.fullmatch(session_id) is not None
 
 
 SCOPE_MARK = "#"  # never part of a caller's session name, so a scoped id cannot meet a name

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from mcp_memory.errors import NotFoundError
-from mcp_memory.ids import scoped_session_id
+from mcp_memory.ids import SERVER_SESSION_GLOB, scoped_session_id
 from mcp_memory.models.records import Session
 from mcp_memory.repositories.base import Repository, dump_json, row_dict
 
@@ -60,14 +60,16 @@ class SessionRepository(Repository):
         )
 
     async def latest_open(self, project: str, agent_id: str | None) -> Session | None:
-        """The agent's most recently active open session among those the server started (`ses_…`).
+        """The agent's most recently active open session among those the server started (ids `ses_…`
+        of the shape it mints).
 
-        Sessions a caller named itself are its own conversations: only that caller, by name, adds to them.
+        Sessions a caller named itself are its own conversations: only that caller, by name, adds to them,
+        even when the name starts with "ses_".
         """
         row = await self.conn.fetchone(
             f"SELECT {_COLUMNS} FROM sessions WHERE project = ? AND agent_id IS ? AND ended_at IS NULL "
-            "AND id LIKE 'ses\\_%' ESCAPE '\\' ORDER BY last_activity_at DESC LIMIT 1",
-            (project, agent_id),
+            "AND id GLOB ? ORDER BY last_activity_at DESC LIMIT 1",
+            (project, agent_id, SERVER_SESSION_GLOB),
         )
         return None if row is None else Session(**row_dict(row))
 

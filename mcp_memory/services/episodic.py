@@ -7,8 +7,8 @@ from datetime import datetime
 
 from mcp_memory.clock import epoch, to_iso
 from mcp_memory.db import Conn, Database, Tx
-from mcp_memory.errors import ConflictError, InvalidInputError
-from mcp_memory.ids import new_id, scoped_session_id
+from mcp_memory.errors import ConflictError, InvalidInputError, NotFoundError
+from mcp_memory.ids import is_server_session_id, new_id, public_id, scoped_session_id
 from mcp_memory.models.records import Observation, Session
 from mcp_memory.models.results import (
     ObservationList,
@@ -128,6 +128,15 @@ class EpisodicService(Service):
                     tx.changed("session", found.id, "reopen")
                 return found, False
             check_session_id(session_id)  # binds new names only: a session stored before a rule keeps its name
+            if is_server_session_id(session_id):
+                # Server-started sessions are told apart by the shape of their ids: a caller's new one of
+                # that shape would be joined, and ended, by observations that name no session.
+                raise NotFoundError(
+                    "session",
+                    session_id,
+                    "an id of this shape names a session the server started; name a new one otherwise, e.g. 'chat-1'",
+                    field="session_id",
+                )
             if await repo.exists_anywhere(session_id):
                 # Another project uses this name too: ours is stored marked with our project.
                 name, session_id = session_id, scoped_session_id(session_id, project)
@@ -328,6 +337,12 @@ class EpisodicService(Service):
             anchor_obs = None
             if anchor is not None:
                 anchor_obs = await repo.get(anchor, project, field="anchor")
+                if session_id is not None and anchor_obs.session_id != session_id:
+                    raise InvalidInputError(
+                        "anchor",
+                        f"{anchor_obs.id} is in session {public_id(anchor_obs.session_id)}, not in session_id; "
+                        "leave session_id out, or centre on a moment with at",
+                    )
                 when, seq = anchor_obs.occurred_at or anchor_obs.created_at, anchor_obs.seq
             else:
                 when = moment("at", at, self.zone) or self.now_iso()

@@ -248,6 +248,10 @@ class ForgetService(Service):
             else:
                 plan.others.setdefault(record_kind, []).append(record_id)
         if kind is not None or session_id is not None or since is not None or until is not None:
+            if kind == "lesson" and session_id is not None:
+                raise InvalidInputError(
+                    "session_id", "lessons belong to no session; leave it out to forget lessons by when first saved"
+                )
             if session_id is not None:
                 session_id = (await sessions.get(session_id, project, field="session_id")).id
             if kind in (None, "observation"):
@@ -272,6 +276,9 @@ class ForgetService(Service):
                     plan.sessions.append(session_id)
                 elif session_id is None:
                     plan.sessions += await sessions.ids_begun_between(project, since, until)
+                elif kind == "session":  # the filters combine: the session goes if it began in the window
+                    begun = await sessions.ids_begun_between(project, since, until)
+                    plan.sessions += [session_id] if session_id in begun else []
         for session in plan.sessions:
             plan.observations += await observations.ids_in_session(session)
             plan.digest_lines.pop(session, None)  # the whole session goes (its notes of folded ones with it)
