@@ -77,6 +77,7 @@ class ActionService(Service):
                 await self._require(repo, project, [parent_id], "parent_id")
             if status == "active":
                 await self._check_dependencies_done(repo, action, deps)
+            await self._refuse_cancelled_parent(repo, action, "parent_id")
             await repo.add(action)
             await repo.add_dependencies(action.id, deps)
             await self._refuse_cycles(repo, action.id, deps, "depends_on")
@@ -166,8 +167,10 @@ class ActionService(Service):
                 if waiting:
                     raise ConflictError(
                         f"add_depends_on: {action_id} is done and would be blocked by unfinished dependencies: "
-                        f"{', '.join(waiting)}; finish them first, or reopen {action_id}"
+                        f"{_with_states(waiting)}; finish them first, or reopen {action_id}"
                     )
+            if new_parent is not None or (current.status not in OPEN_STATUSES and action.status in OPEN_STATUSES):
+                await self._refuse_cancelled_parent(repo, action, "parent_id" if new_parent else "status")
             await repo.update(action)
             # Checked on the graph as it will be, so a new parent and new dependencies are seen together.
             await self._refuse_cycles(repo, action_id, added, "add_depends_on", new_parent)
@@ -203,10 +206,12 @@ class ActionService(Service):
             raise ConflictError(f"status: cannot go from {old} to {new}; from {old} an action can become {allowed}")
         if new in ("active", "done"):
             await self._check_dependencies_done(repo, action, None)
-        if new == "done":
+        if new in ("done", "cancelled"):  # either would leave open work under a closed action
             children = await repo.open_children(action.id)
             if children:
-                raise ConflictError(f"status: {action.id} still has open children: {', '.join(children)}")
+                raise ConflictError(
+                    f"status: {action.id} still has open children: {', '.join(children)}; finish or cancel them first"
+                )
         if new == old:
             return action
         return action.model_copy(update={"status": new, "completed_at": now if new == "done" else None})
@@ -216,15 +221,29 @@ class ActionService(Service):
     ) -> None:
         waiting = await self._unfinished(repo, action, deps)
         if waiting:
-            raise ConflictError(f"status: {action.id} is blocked by unfinished dependencies: {', '.join(waiting)}")
+            raise ConflictError(
+                f"status: {action.id} is blocked by unfinished dependencies: {_with_states(waiting)}; "
+                "finish them first, or drop them with remove_depends_on"
+            )
 
-    async def _unfinished(self, repo: ActionRepository, action: Action, deps: Sequence[str] | None) -> list[str]:
-        """Which of these dependencies (default: all the action's stored ones) are not done."""
+    async def _unfinished(self, repo: ActionRepository, action: Action, deps: Sequence[str] | None) -> dict[str, str]:
+        """Which of these dependencies (default: all the action's stored ones) are not done, with their status."""
         if deps is not None:
             states = [(d.id, d.status) for d in await repo.get_many(deps, action.project)]
         else:
             states = (await repo.dependencies([action.id]))[action.id]
-        return [dep for dep, state in states if state != "done"]
+        return {dep: state for dep, state in states if state != "done"}
+
+    async def _refuse_cancelled_parent(self, repo: ActionRepository, action: Action, field: str) -> None:
+        """Refuse an open action under a cancelled parent: a cancelled action has no open work under it."""
+        if action.status not in OPEN_STATUSES or action.parent_id is None:
+            return
+        (parent,) = await repo.get_many([action.parent_id], action.project)
+        if parent.status == "cancelled":
+            raise ConflictError(
+                f"{field}: {action.id} would be open under {parent.id}, which is cancelled; "
+                f"reopen {parent.id} (status pending) first, or give it another parent"
+            )
 
     async def _reopen_parent(self, tx: Tx, action: Action) -> list[str]:
         """A done parent with an open child is not done: reopen it (and its done ancestors).
@@ -346,3 +365,8 @@ def _describe(steps: Sequence[tuple[str, bool]]) -> str:
     if any(is_child for _, is_child in steps):
         text += " (a parent cannot be done before its children, so none of these could ever be done)"
     return text
+
+
+def _with_states(waiting: dict[str, str]) -> str:
+    """Unfinished dependencies as an error names them: each id with its status."""
+    return ", ".join(f"{dep} ({state})" for dep, state in waiting.items())

@@ -129,7 +129,7 @@ class SlotService(Service):
                 default_pinned if pinned is None else pinned,
                 scrub.optional(description) or default_desc,
             )
-            _fits("content", slot, slot.content, creating=True)
+            _fits("content", slot, slot.content, creating=True, redacted=bool(scrub.summary()))
             await repo.add(slot)
             tx.changed("slot", slot.id, "create")
         return SlotResult(slot=self.view(slot), created=True, redacted=scrub.summary())
@@ -147,11 +147,14 @@ class SlotService(Service):
         """Add text to the end of a slot (creating a default-named slot on first use)."""
         _check_name(name)
         scrub = self.scrubber()
-        addition = scrub.required("text", text)
+        # As create and replace take it: a markdown rule, a checkbox or a ✓ is ordinary slot text.
+        addition = scrub.text(text)
+        if not addition.strip():
+            raise InvalidInputError("text", "must not be blank")
         async with self.db.transaction("memory_slot_append", project=project) as tx:
             slot, created = await self._find_or_default(tx, project, name, scope, restricted)
             content = f"{slot.content}{separator}{addition}" if slot.content else addition
-            _fits("text", slot, content)
+            _fits("text", slot, content, redacted=bool(scrub.summary()))
             slot = slot.model_copy(update={"content": content, "updated_at": self.now_iso()})
             await self._save(tx, slot, created)
         return SlotResult(slot=self.view(slot), created=created, redacted=scrub.summary())
@@ -173,13 +176,20 @@ class SlotService(Service):
         _check_name(name)
         if content is None and old is not None:
             raise InvalidInputError("content", "give the text that replaces old")
+        if content is None and size_limit is None and pinned is None and description is None:
+            raise InvalidInputError(
+                "content",
+                "nothing to change: give content (with old for one passage), size_limit, pinned or description",
+            )
         scrub = self.scrubber()
         new_text = None if content is None else scrub.text(content)
+        # The stored text went through the privacy filter, so the passage is looked for as it would be stored.
+        old = None if old is None else scrub.text(old)
         async with self.db.transaction("memory_slot_replace", project=project) as tx:
             slot, created = await self._find_or_default(tx, project, name, scope, restricted)
             body = slot.content
             if old is not None and new_text is not None:
-                found = body.count(old)
+                found = _occurrences(body, old)
                 if not found:
                     raise InvalidInputError("old", f"text not found in slot {name!r}; call memory_slot_get to see it")
                 if found > 1:  # which one was meant? Replacing the first could change the wrong line
@@ -200,7 +210,7 @@ class SlotService(Service):
                     "updated_at": self.now_iso(),
                 }
             )
-            _fits(field, slot, body)
+            _fits(field, slot, body, redacted=bool(scrub.summary()))
             await self._save(tx, slot, created)
         return SlotResult(slot=self.view(slot), created=created, redacted=scrub.summary())
 
@@ -310,7 +320,7 @@ def _check_global_writable(restricted: str | None) -> None:
         )
 
 
-def _fits(field: str, slot: Slot, content: str, *, creating: bool = False) -> None:
+def _fits(field: str, slot: Slot, content: str, *, creating: bool = False, redacted: bool = False) -> None:
     """Refuse content longer than the slot's limit, naming the argument to change and how."""
     if len(content) > slot.size_limit:
         way_out = (
@@ -318,7 +328,18 @@ def _fits(field: str, slot: Slot, content: str, *, creating: bool = False) -> No
             if creating
             else "nothing was changed. Use memory_slot_replace to rewrite it shorter, or raise its size_limit."
         )
+        # A secret is stored as its [REDACTED:…] placeholder, which can be longer than the secret.
+        counted = " (secrets counted as the placeholders they are stored as)" if redacted else ""
         raise LimitExceededError(
-            f"{field}: slot {slot.name!r} would hold {len(content)} characters, over its limit of {slot.size_limit}; "
-            + way_out
+            f"{field}: slot {slot.name!r} would hold {len(content)} characters{counted}, over its limit of "
+            f"{slot.size_limit}; " + way_out
         )
+
+
+def _occurrences(text: str, part: str) -> int:
+    """How many times `part` occurs in `text`, overlapping ones too ("aa" twice in "aaa")."""
+    count, start = 0, text.find(part)
+    while start != -1:
+        count += 1
+        start = text.find(part, start + 1)
+    return count
