@@ -264,3 +264,37 @@ async def test_relate_reports_a_secret_redacted_from_its_note(client: Client) ->
     assert made["relation"]["note"] == "deploy key [REDACTED:github_token] here"
     assert token not in str(await call(client, "memory_related", id=lesson))
     assert plain["redacted"] == {}
+
+
+# -- 7. a memory is one node for relate as for related ------------------------------------------------------
+
+V1 = "The staging database runs Postgres 15 on port 5433 behind pgbouncer"
+V2 = "The staging database runs Postgres 16 on port 5433 behind pgbouncer"
+
+
+async def test_relating_a_newer_version_again_updates_the_edge_made_to_an_older_one(client: Client) -> None:
+    old = (await call(client, "memory_save", content=V1))["id"]
+    action = (await call(client, "memory_action_create", title="Upgrade staging DB"))["action"]["id"]
+    first = await call(client, "memory_relate", source_id=old, target_id=action, weight=0.9)
+    new = (await call(client, "memory_save", content=V2))["id"]
+
+    again = await call(client, "memory_relate", source_id=new, target_id=action, weight=0.1, note="less sure now")
+    related = await call(client, "memory_related", id=action)
+
+    assert (again["created"], again["relation"]["id"], again["relation"]["weight"]) == (
+        False,
+        first["relation"]["id"],
+        0.1,
+    )
+    assert [(n["id"], n["weight"]) for n in related["nodes"]] == [(new, 0.1)]
+    assert [(e["id"], e["note"]) for e in related["edges"]] == [(first["relation"]["id"], "less sure now")]
+
+
+async def test_two_versions_of_one_memory_are_not_related_to_each_other(client: Client) -> None:
+    old = (await call(client, "memory_save", content=V1))["id"]
+    new = (await call(client, "memory_save", content=V2))["id"]
+
+    message = await call_error(client, "memory_relate", source_id=old, target_id=new, type="contradicts")
+
+    assert "target_id: is a version of the same memory as source_id" in message
+    assert (await call(client, "memory_related", id=new))["edges"] == []

@@ -73,6 +73,18 @@ class RelationRepository(Repository):
         )
         return None if row is None else _relation(row)
 
+    async def between(
+        self, project: str, sources: Sequence[str], targets: Sequence[str], type_: str
+    ) -> Relation | None:
+        """The project's oldest edge of this type from any of `sources` to any of `targets`."""
+        row = await self.conn.fetchone(
+            f"SELECT {_COLUMNS} FROM relations WHERE project = ? AND type = ? "
+            f"AND source_id IN ({placeholders(len(sources))}) AND target_id IN ({placeholders(len(targets))}) "
+            "ORDER BY created_at, id LIMIT 1",
+            (project, type_, *sources, *targets),
+        )
+        return None if row is None else _relation(row)
+
     async def touching(
         self, project: str, ids: Sequence[str], direction: str, types: Sequence[str] | None
     ) -> list[Relation]:

@@ -59,7 +59,7 @@ from mcp_memory.services.reflect_findings import (
     recurring_errors,
     recurring_sequences,
 )
-from mcp_memory.services.relations import relation_view
+from mcp_memory.services.relations import MemoryNodes, relation_view
 
 REFLECT_DAYS = 7
 """Window of a reflection given neither a session nor times."""
@@ -219,6 +219,8 @@ class ReflectService(Service):
         ids = sorted({i for pair in close for i in pair})
         latest = {m.id: m for m in await MemoryRepository(tx).get_many(ids, project) if m.is_latest}
         relations = RelationRepository(tx)
+        nodes = MemoryNodes(MemoryRepository(tx), project)
+        await nodes.learn(ids)
         analyse = self.deps.index.analyzer.terms
         found, pairs = [], 0
         for (source, target), overlap in close.items():
@@ -226,7 +228,9 @@ class ReflectService(Service):
             if first is None or second is None or not conflict(first.content, second.content, analyse):
                 continue
             pairs += 1
-            if await relations.get(source, target, "contradicts", project) is not None:
+            # Flagged before, perhaps between older versions of the two (either way round): one edge is enough.
+            ends = (nodes.ids(nodes.node(source)), nodes.ids(nodes.node(target)))
+            if any([await relations.between(project, *pair, "contradicts") for pair in (ends, ends[::-1])]):
                 continue
             now = self.now_iso()
             relation = Relation(

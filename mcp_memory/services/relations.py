@@ -60,20 +60,30 @@ class RelationService(Service):
             for field, record_id in (("source_id", source_id), ("target_id", target_id)):
                 if record_id not in names:
                     raise NotFoundError("record", record_id, "use memory_smart_search to find ids", field=field)
+            versions = MemoryNodes(MemoryRepository(tx), project)
+            await versions.learn([source_id, target_id])
+            if versions.node(source_id) == versions.node(target_id):
+                raise InvalidInputError(
+                    "target_id", "is a version of the same memory as source_id; a memory is one node"
+                )
+            repo = RelationRepository(tx)
+            # A memory keeps its links across versions: the edge made to an older version is this edge.
+            same = await repo.between(
+                project, versions.ids(versions.node(source_id)), versions.ids(versions.node(target_id)), type_
+            )
             relation = Relation(
                 id=new_id("relation"),
                 project=project,
-                source_id=source_id,
-                target_id=target_id,
+                source_id=source_id if same is None else same.source_id,
+                target_id=target_id if same is None else same.target_id,
                 type=type_,
                 weight=weight,
                 note=scrub.optional(note),
                 created_at=now,
                 updated_at=now,
             )
-            repo = RelationRepository(tx)
             created = await repo.upsert(relation)
-            stored = await repo.get(source_id, target_id, type_, project)
+            stored = await repo.get(relation.source_id, relation.target_id, type_, project)
             assert stored is not None
             tx.changed("relation", stored.id, "create" if created else "update")
         return RelateResult(relation=relation_view(stored), created=created, redacted=scrub.summary())
@@ -101,7 +111,7 @@ class RelationService(Service):
             if start not in await names.describe([start], scopes):
                 raise NotFoundError("record", start, "use memory_smart_search to find ids", field="id")
             repo = RelationRepository(conn)
-            versions = _Versions(MemoryRepository(conn), project)
+            versions = MemoryNodes(MemoryRepository(conn), project)
             await versions.learn([start])
             start = versions.node(start)
             reached: dict[str, tuple[int, str, float]] = {start: (0, "", 1.0)}
@@ -143,7 +153,7 @@ class RelationService(Service):
         return RelatedResult(start=start, nodes=nodes, edges=sorted(shown, key=lambda e: e.id))
 
 
-class _Versions:
+class MemoryNodes:
     """Memory ids resolved to their version chains: a memory keeps its relations across versions."""
 
     def __init__(self, memories: MemoryRepository, project: str) -> None:
