@@ -117,3 +117,21 @@ async def test_a_cancelled_dependency_is_named_with_its_status_and_the_way_out(c
         message
     )
     assert active["action"]["status"] == "active"
+
+
+async def test_forgetting_an_action_names_those_that_lose_their_link_to_it(client: Client) -> None:
+    sign_off = await create(client, "Get security sign-off")
+    deploy = await create(client, "Deploy to prod", depends_on=[sign_off])
+    epic = await create(client, "Epic")
+    sub = await create(client, "Sub task", parent_id=epic)
+
+    dry = await call(client, "memory_forget", ids=[sign_off, epic], dry_run=True)
+    done = await call(client, "memory_forget", ids=[sign_off, epic])
+    frontier = await call(client, "memory_frontier")
+
+    assert dry["released"] == done["released"] == {"dependents": [deploy], "children": [sub]}
+    assert done["deleted"]["action"] == sorted([sign_off, epic])
+    assert {a["id"]: (a["depends_on"], a["parent_id"]) for a in frontier["actions"]} == {
+        deploy: ([], None),
+        sub: ([], None),
+    }

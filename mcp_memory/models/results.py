@@ -244,6 +244,11 @@ class ForgetResult(BaseModel):
     insights_cleared: bool = Field(
         False, description="The profile's reflection insights were emptied: they may quote what went."
     )
+    released: dict[str, list[PublicId]] = Field(
+        default_factory=dict,
+        description="Actions that stay but lose a link to a forgotten one: 'dependents' no longer wait for it "
+        "(as if it were done), 'children' are top-level now.",
+    )
 
 
 class LatencyReport(BaseModel):

@@ -88,6 +88,18 @@ class ActionRepository(Repository):
             found[action_id].append((dep, status))
         return found
 
+    async def waiting_on(self, ids: Sequence[str]) -> list[str]:
+        """Actions, other than `ids`, that depend on any of `ids`."""
+        rows = await self.fetch_in(
+            "SELECT DISTINCT action_id FROM action_dependencies WHERE depends_on IN ({ids})", ids
+        )
+        return sorted({r[0] for r in rows} - set(ids))
+
+    async def children_of(self, ids: Sequence[str]) -> list[str]:
+        """Actions, other than `ids`, whose parent is among `ids`."""
+        rows = await self.fetch_in("SELECT id FROM actions WHERE parent_id IN ({ids})", ids)
+        return sorted({r[0] for r in rows} - set(ids))
+
     async def child_counts(self, ids: Sequence[str]) -> dict[str, tuple[int, int]]:
         """For each action, (children, children done or cancelled)."""
         found = dict.fromkeys(ids, (0, 0))

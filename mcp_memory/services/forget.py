@@ -18,6 +18,7 @@ from mcp_memory.errors import InvalidInputError, NotFoundError
 from mcp_memory.ids import kind_of
 from mcp_memory.models.records import Session
 from mcp_memory.models.results import ForgetResult
+from mcp_memory.repositories.actions import ActionRepository
 from mcp_memory.repositories.folded import FoldedRepository
 from mcp_memory.repositories.forgotten import ForgottenRepository
 from mcp_memory.repositories.lessons import LessonRepository
@@ -67,6 +68,8 @@ class _Plan:
     """Ids of the folded observations those lines stand for (noted when they were folded)."""
     reflection: bool = False
     """Whether the profile's reflection insights go with them."""
+    released: dict[str, list[str]] = field(default_factory=dict)
+    """Actions that stay but lose a link to one that goes: those that waited for it, its children."""
 
     def doomed(self) -> list[str]:
         """Every record id the plan deletes (a folded observation's line is its session's update)."""
@@ -298,6 +301,12 @@ class ForgetService(Service):
         # An edge cannot outlive either end: the records' relations go with them, and are listed.
         if edges := await RelationRepository(conn).ids_touching(plan.doomed()):
             plan.others.setdefault("relation", []).extend(edges)
+        # Actions that stay lose their links to those that go (the database drops them): said, since a
+        # dependency gone reads as one done, and a child gone top-level.
+        if going := plan.others.get("action"):
+            actions = ActionRepository(conn)
+            released = {"dependents": await actions.waiting_on(going), "children": await actions.children_of(going)}
+            plan.released = {name: ids for name, ids in released.items() if ids}
         return plan
 
     @staticmethod
@@ -324,6 +333,7 @@ class ForgetService(Service):
             counts={kind: len(ids) for kind, ids in deleted.items()},
             total=sum(len(ids) for ids in deleted.values()),
             insights_cleared=plan.reflection,
+            released={name: ids[:LISTED_IDS] for name, ids in plan.released.items()},
         )
 
 
