@@ -12,6 +12,7 @@ import re
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal, get_args
+from urllib.parse import urlsplit, urlunsplit
 
 import platformdirs
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator, model_validator
@@ -46,6 +47,9 @@ def expand_variables(text: str, environ: Mapping[str, str]) -> str:
             raise ValueError(f"environment variable {name} (in {text!r}) is not set")
         return environ[name]
 
+    for brace in re.finditer(r"\$\{", text):  # "${HOME" is a typo for a variable, not a folder to make
+        if not _VARIABLE.match(text, brace.start()):
+            raise ValueError(f"${{ without a variable name and a closing }} (in {text!r})")
     return _VARIABLE.sub(value, text)
 
 
@@ -287,6 +291,11 @@ class Settings(BaseModel):
             zone(value)
         return value
 
+    @field_validator("embedding_url")
+    @classmethod
+    def _http_url(cls, value: str) -> str:
+        return check_http_url(value)
+
     @field_validator("allowed_hosts", "allowed_origins", mode="before")
     @classmethod
     def _comma_list(cls, value: object) -> object:
@@ -339,3 +348,23 @@ class Settings(BaseModel):
                 # whole-model checks have no location; their message names the setting itself
                 problems.append(f"{source.get(field, field)}: {message}" if field else message)
             raise ValueError("; ".join(problems)) from None
+
+
+def shown_url(url: str) -> str:
+    """The URL without any user:password part, for messages and logs."""
+    parts = urlsplit(url)
+    if "@" not in parts.netloc:
+        return url
+    return urlunsplit(parts._replace(netloc=parts.netloc.rpartition("@")[2]))
+
+
+def check_http_url(url: str) -> str:
+    """`url` when it is an http:// or https:// URL with a host (and a port in range, if any); else ValueError."""
+    parts = urlsplit(url)
+    try:
+        valid = parts.scheme in ("http", "https") and bool(parts.hostname) and parts.port != 0
+    except ValueError:  # a port that is not a number, or out of range
+        valid = False
+    if not valid:
+        raise ValueError(f"expected an http:// or https:// URL, got {shown_url(url)!r}")
+    return url

@@ -260,6 +260,20 @@ def test_float_settings_refuse_non_finite_values(raw: str) -> None:
         Settings.resolve({}, {"MCP_MEMORY_RECENCY_HALF_LIFE_DAYS": raw})
 
 
+@pytest.mark.parametrize("url", ["notaurl", "ftp://host/v1", "http://127.0.0.1:99999/v1", "http:///v1"])
+def test_an_embedding_url_that_is_not_http_is_refused_with_the_configuration(url: str) -> None:
+    with pytest.raises(ValueError, match="--embedding-url: expected an http:// or https:// URL"):
+        Settings.resolve({"embedding_url": url}, {})
+    with pytest.raises(ValueError, match="MCP_MEMORY_EMBEDDING_URL: expected an http:// or https:// URL"):
+        Settings.resolve({}, {"MCP_MEMORY_EMBEDDING_URL": url})
+
+
+def test_an_embedding_url_error_never_shows_its_credentials() -> None:
+    with pytest.raises(ValueError, match="got 'ftp://host/v1'") as refused:
+        Settings.resolve({}, {"MCP_MEMORY_EMBEDDING_URL": "ftp://user:hunter2@host/v1"})
+    assert "hunter2" not in str(refused.value)
+
+
 def test_help_version_and_refusals_answer_without_importing_the_mcp_sdk(tmp_path: Path) -> None:
     """`--help`, `--version` and a refused configuration are read by people at a prompt: they must
     not wait seconds for the SDK and web stack to import."""

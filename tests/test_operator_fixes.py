@@ -284,6 +284,13 @@ def test_an_unset_variable_in_a_db_path_is_named() -> None:
         _resolve(env={"MCP_MEMORY_DB": "$NOPE_UNSET/m.db"})
 
 
+@pytest.mark.parametrize("path", ["${HOME", "${HOME/m.db", "${}/m.db"])
+def test_an_unclosed_or_nameless_variable_in_a_db_path_is_refused(path: str) -> None:
+    expected = f"--db: ${{ without a variable name and a closing }} (in {path!r})"
+    with pytest.raises(ValueError, match=f"^{re.escape(expected)}$"):
+        _resolve("--db", path, env={"HOME": "/home/someone"})
+
+
 @pytest.mark.parametrize("empty", ["", "  "])
 def test_an_empty_db_path_is_refused(empty: str) -> None:
     expected = "--db: an empty path names no file"

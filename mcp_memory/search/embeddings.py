@@ -16,10 +16,11 @@ import urllib.request
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from typing import Any
-from urllib.parse import urlsplit, urlunsplit
 
 import numpy as np
 import numpy.typing as npt
+
+from mcp_memory.config import check_http_url, shown_url
 
 DEFAULT_SENTENCE_TRANSFORMER = "sentence-transformers/all-MiniLM-L6-v2"
 PROVIDER_KINDS = ("none", "sentence-transformers", "openai")
@@ -174,13 +175,10 @@ class OpenAICompatibleProvider(EmbeddingProvider):
         timeout_s: float = 30.0,
         batch_size: int = 64,
     ) -> None:
-        parts = urlsplit(url)
         try:
-            valid = parts.scheme in ("http", "https") and bool(parts.hostname) and parts.port != 0
-        except ValueError:  # a port that is not a number, or out of range
-            valid = False
-        if not valid:
-            raise ValueError(f"embedding_url: expected an http:// or https:// URL, got {_redact(url)!r}")
+            check_http_url(url)
+        except ValueError as exc:
+            raise ValueError(f"embedding_url: {exc}") from None
         if not timeout_s > 0:
             raise ValueError("embedding_timeout: must be more than 0 seconds")
         if batch_size < 1:
@@ -191,13 +189,13 @@ class OpenAICompatibleProvider(EmbeddingProvider):
         self.timeout_s = timeout_s
         self.batch_size = batch_size
         self._endpoint = f"{self.url}/embeddings"
-        self._shown_endpoint = _redact(self._endpoint)
+        self._shown_endpoint = shown_url(self._endpoint)
         self._api_key = api_key or None
         self._opener = urllib.request.build_opener(_NoRedirects)
 
     def __repr__(self) -> str:
         key = "<set>" if self._api_key else None
-        return f"OpenAICompatibleProvider(url={_redact(self.url)!r}, model={self.model!r}, api_key={key})"
+        return f"OpenAICompatibleProvider(url={shown_url(self.url)!r}, model={self.model!r}, api_key={key})"
 
     def _embed(self, texts: Sequence[str]) -> npt.ArrayLike:
         rows: list[list[Any]] = []
@@ -267,14 +265,6 @@ def _read_quietly(error: urllib.error.HTTPError) -> bytes:
         return error.read(4096)
     except Exception:
         return b""
-
-
-def _redact(url: str) -> str:
-    """The URL without any user:password part, for messages."""
-    parts = urlsplit(url)
-    if "@" not in parts.netloc:
-        return url
-    return urlunsplit(parts._replace(netloc=parts.netloc.rpartition("@")[2]))
 
 
 def provider_from_settings(
