@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 from mcp import Client
 from mcp.shared.exceptions import MCPError
+from mcp_types import INVALID_PARAMS
 
 from mcp_memory.config import Settings
 from mcp_memory.server import build_server
@@ -242,6 +243,31 @@ async def test_the_context_resource_checks_its_arguments_naming_them(client: Cli
     with pytest.raises(MCPError) as refused:
         await client.read_resource(f"memory://context?{query}")
     assert expected in str(refused.value)
+    assert refused.value.code == INVALID_PARAMS  # the caller's mistake, not the server's internal error
+
+
+@pytest.mark.parametrize(
+    ("uri", "expected"),
+    [
+        (
+            "memory://context?budjet=100",
+            "budjet: unknown argument; this resource takes project, query, task_type, budget",
+        ),
+        ("memory://context?budget=500&bogus=1", "bogus: unknown argument"),
+        ("memory://slots/persona?projekt=x", "projekt: unknown argument; this resource takes project"),
+        ("memory://slots/persona?project=a%2Fb", "project: must be"),
+    ],
+)
+async def test_a_resource_refuses_arguments_it_does_not_take_or_cannot_use(
+    client: Client, uri: str, expected: str
+) -> None:
+    await call(client, "memory_slot_replace", name="persona", content="Terse.")
+
+    with pytest.raises(MCPError) as refused:
+        await client.read_resource(uri)
+
+    assert expected in str(refused.value)
+    assert refused.value.code == INVALID_PARAMS
 
 
 async def test_the_context_resource_takes_a_budget_and_a_query_that_looks_like_a_path(client: Client) -> None:

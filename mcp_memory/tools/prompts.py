@@ -6,10 +6,11 @@ import dataclasses
 import json
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Annotated, Any
+from urllib.parse import parse_qs
 
 from mcp.server.context import CallNext, HandlerResult, ServerMiddleware, ServerRequestContext
 from mcp.server.mcpserver import Context, MCPServer, ResourceSecurity, UserMessage
-from mcp.server.mcpserver.exceptions import ResourceError, ResourceNotFoundError, ToolError
+from mcp.server.mcpserver.exceptions import ResourceNotFoundError, ToolError
 from mcp.server.mcpserver.utilities.func_metadata import FuncMetadata, func_metadata
 from mcp.shared.exceptions import MCPError
 from mcp_types import INVALID_PARAMS, Resource
@@ -143,14 +144,15 @@ async def context_resource(
     arguments = {key: value for key, value in given.items() if not _blank(value)}  # "?task_type=" gives none
     problem = _argument_problem(_CONTEXT_ARGUMENTS, arguments)
     if problem:
-        raise ResourceError(problem)
+        raise MCPError(code=INVALID_PARAMS, message=problem)
     tokens = _CONTEXT_ARGUMENTS.arg_model.model_validate(arguments).model_dump()["budget"]  # "500" -> 500
     try:
         return await rendered_context(
             ctx, arguments.get("project"), arguments.get("query"), arguments.get("task_type"), tokens
         )
     except (MCPMemoryError, ToolError) as exc:
-        raise ResourceError(str(exc)) from exc
+        # The caller's arguments (a ResourceError would reach it as the server's own internal error).
+        raise MCPError(code=INVALID_PARAMS, message=str(exc)) from exc
 
 
 async def slot_resource(ctx: Ctx, name: str, project: str | None = None) -> str:
@@ -160,7 +162,7 @@ async def slot_resource(ctx: Ctx, name: str, project: str | None = None) -> str:
     except NotFoundError as exc:
         raise ResourceNotFoundError(str(exc)) from exc
     except (MCPMemoryError, ToolError) as exc:
-        raise ResourceError(str(exc)) from exc
+        raise MCPError(code=INVALID_PARAMS, message=str(exc)) from exc
     return slot.content
 
 
@@ -193,6 +195,33 @@ def check_prompt_arguments(prompts: Mapping[str, Callable[..., Awaitable[Any]]])
                     ctx = dataclasses.replace(ctx, params={**ctx.params, "arguments": given})
                 if problem := _argument_problem(meta, given):
                     raise MCPError(code=INVALID_PARAMS, message=problem)
+        return await call_next(ctx)
+
+    return check
+
+
+_RESOURCE_ARGUMENTS = {"memory://context": ("project", "query", "task_type", "budget"), "memory://slots/": ("project",)}
+"""The query arguments each resource takes, by the start of its URI."""
+
+
+def check_resource_arguments() -> ServerMiddleware[Any]:
+    """Server middleware: refuse a resource read with a query argument the resource does not take.
+
+    The SDK's template match drops what it does not know, so "?budjet=100" would be read at the
+    default budget without a word; the tools refuse unknown arguments, and so do the resources.
+    """
+
+    async def check(ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> HandlerResult:
+        if ctx.method == "resources/read" and ctx.params and isinstance(uri := ctx.params.get("uri"), str):
+            base, _, query = uri.partition("?")
+            taken = next((names for start, names in _RESOURCE_ARGUMENTS.items() if base.startswith(start)), None)
+            if taken is not None and query:
+                for key in parse_qs(query, keep_blank_values=True):
+                    if key not in taken:
+                        raise MCPError(
+                            code=INVALID_PARAMS,
+                            message=f"{key}: unknown argument; this resource takes {', '.join(taken)}",
+                        )
         return await call_next(ctx)
 
     return check
@@ -249,6 +278,7 @@ def register_prompts_and_resources(server: MCPServer[AppContext], profile: str =
         prompts["session_end"] = session_end
     server.middleware.append(check_prompt_arguments(prompts))
     server.middleware.append(list_live_resources(server))
+    server.middleware.append(check_resource_arguments())
     server.resource(
         "memory://context{?project,query,task_type,budget}",
         name="context",
