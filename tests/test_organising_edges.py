@@ -63,6 +63,14 @@ async def test_a_replace_that_changes_nothing_is_refused_and_creates_nothing(cli
     assert (await call(client, "memory_slot_list"))["slots"] == []
 
 
+async def test_a_global_slot_missing_is_said_to_be_missing_among_the_global_ones(client: Client) -> None:
+    await call(client, "memory_slot_create", name="notes", content="Ours.")
+
+    message = await call_error(client, "memory_slot_get", name="notes", scope="global")
+
+    assert 'scope="global" looks among the global slots only, and none has that name' in message
+
+
 # -- actions -------------------------------------------------------------------------------------------
 
 

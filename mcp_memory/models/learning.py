@@ -62,7 +62,7 @@ class DerivedLessons(BaseModel):
     """Ids of what an outcome created or updated and that holds.
 
     A heuristic or anti-pattern the outcome showed no longer holds is soft-deleted and not listed;
-    memory_lessons(status="faded") shows it with the figures that retired it.
+    it is listed among the faded lessons with the figures that retired it.
     """
 
     heuristics: list[str] = Field(default_factory=list)

@@ -254,6 +254,8 @@ class SlotService(Service):
         hint = "create it with memory_slot_create"
         if name in DEFAULT_SLOTS:
             hint += " or append to it (default names are created on first append or replace)"
+        if scope == "global":
+            hint = 'scope="global" looks among the global slots only, and none has that name; ' + hint
         raise NotFoundError("slot", name, hint, field="name")
 
     async def _find_or_default(
