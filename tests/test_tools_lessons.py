@@ -436,3 +436,47 @@ async def test_lessons_and_their_confidences_survive_a_restart(settings: Setting
     assert after[kept["id"]]["confidence"] == approx(0.55 * DECAY**3)
     assert after[faded["id"]]["status"] == "faded"
     assert [x["id"] for x in found] == [kept["id"], glob["id"]]
+
+
+# -- recall reaches every match; a lesson saved for a second task type --------------------------------------
+
+
+async def test_recall_finds_the_active_lesson_behind_many_faded_ones_that_match_better(
+    client: Client, clock: FakeClock
+) -> None:
+    for i in range(210):
+        await call(client, "memory_lesson_save", content=f"cache note {i}", confidence=0.11)
+    clock.advance(weeks=3)  # every note fades
+    kept = await call(
+        client,
+        "memory_lesson_save",
+        content="When the cache misbehaves, check the eviction policy and the TTL of every layer",
+        confidence=0.9,
+    )
+
+    found = await call(client, "memory_lesson_recall", query="cache")
+
+    assert (await call(client, "memory_lessons"))["total"] == 1
+    assert [lesson["id"] for lesson in found["lessons"]] == [kept["lesson"]["id"]]
+
+
+async def test_recall_with_a_task_type_finds_its_lesson_behind_many_of_other_types(client: Client) -> None:
+    for i in range(210):
+        await call(client, "memory_lesson_save", content=f"cache docs page {i}", task_type="documentation")
+    mine = await call(client, "memory_lesson_save", content="Clear the cache before bisecting", task_type="bugfix")
+
+    found = await call(client, "memory_lesson_recall", query="cache", task_type="bugfix", limit=1)
+
+    assert [lesson["id"] for lesson in found["lessons"]] == [mine["lesson"]["id"]]
+
+
+async def test_a_lesson_saved_again_for_another_task_type_holds_for_every_type(client: Client) -> None:
+    first = await call(client, "memory_lesson_save", content="Pin dependency versions", task_type="deployment")
+    same = await call(client, "memory_lesson_save", content="Pin dependency versions", task_type="deployment")
+    untyped_call = await call(client, "memory_lesson_save", content="Pin dependency versions")
+    other = await call(client, "memory_lesson_save", content="Pin dependency versions", task_type="configuration")
+    recalled = await call(client, "memory_lesson_recall", task_type="configuration")
+
+    assert same["lesson"]["task_type"] == untyped_call["lesson"]["task_type"] == "deployment"
+    assert (other["created"], other["lesson"]["task_type"]) == (False, None)
+    assert [lesson["id"] for lesson in recalled["lessons"]] == [first["lesson"]["id"]]

@@ -669,3 +669,29 @@ async def test_outcomes_and_what_they_taught_survive_a_restart(settings: Setting
     assert {s["task_type"]: s["outcomes"] for s in after["task_types"]} == {"refactor": 3, "bugfix": 3}
     # A near twin of the typed "Tidy the module layout" outcomes (keywords alone would say general).
     assert (inferred["task_type"], inferred["task_type_inferred"]) == ("refactor", True)
+
+
+async def test_a_rule_bounded_out_in_the_call_that_made_it_is_not_reported_as_derived(
+    settings: Settings, clock: FakeClock
+) -> None:
+    bounded = settings.model_copy(update={"max_rules_per_task_type": 2})
+    async with Client(build_server(bounded, clock)) as client:
+        for _ in range(2):
+            successes = ["Use blue green deploys", "Run smoke tests after deploy"]
+            await record(client, clock, task_type="deployment", success=True, score=0.9, successes=successes)
+        third = await record(
+            client, clock, task_type="deployment", success=True, score=0.95, successes=["Tag the release commit"]
+        )
+        rules = await call(client, "memory_lessons", kinds=["rule_works"], status="all")
+
+    status = {rule["content"]: rule["status"] for rule in rules["lessons"]}
+    assert status == {"Use blue green deploys": "active", "Run smoke tests after deploy": "active",
+                      "Tag the release commit": "faded"}  # fmt: skip
+    assert third["derived"]["rules"] == []
+
+
+@pytest.mark.parametrize("task", ["Handle upload failure gracefully", "Debug the login timeout"])
+async def test_failures_and_debugging_are_bugfix_tasks(client: Client, task: str) -> None:
+    recorded = await record(client, task=task, success=True)
+
+    assert (recorded["task_type"], recorded["task_type_inferred"]) == ("bugfix", True)

@@ -159,6 +159,16 @@ class LessonRepository(Repository):
         rows = await self.conn.fetchall(f"SELECT {_STANDING_COLUMNS} FROM lessons WHERE {where}", params)
         return [LessonStanding(*row) for row in rows]
 
+    async def standings_of(self, ids: Sequence[str], scopes: Sequence[str]) -> list[LessonStanding]:
+        """The standing of each of these lessons of the scopes that is not deleted, in no particular order."""
+        rows = await self.fetch_in(
+            f"SELECT {_STANDING_COLUMNS} FROM lessons WHERE +project IN ({placeholders(len(scopes))}) "
+            "AND deleted_at IS NULL AND id IN ({ids})",
+            ids,
+            scopes,
+        )
+        return [LessonStanding(*row) for row in rows]
+
     async def delete(self, ids: Sequence[str]) -> None:
         await self.delete_in("lessons", ids)
 

@@ -231,6 +231,9 @@ class LessonService(Service):
                 if kind == "lesson"
                 else context or existing.context,
                 "tags": sorted(set(existing.tags) | {t.strip().casefold() for t in tags if t.strip()}),
+                # A saved lesson is one lesson whatever task type it is saved for (derived ones are
+                # keyed by theirs): saved for a second type, it holds for every type.
+                "task_type": existing.task_type if task_type in (None, existing.task_type) else None,
                 "source": existing.source | dict(source or {}),
                 "updated_at": now,
             }
@@ -334,28 +337,27 @@ class LessonService(Service):
         scored: list[tuple[float, str, str | None]] = []  # score, id, task type of each active candidate
         async with self.db.read() as conn:
             repo = LessonRepository(conn)
+            # Every candidate is ranked by its standing, and only those shown are read whole: with a query,
+            # every lesson that matches it (a cut by relevance alone could leave out the only active one,
+            # behind faded ones or other task types').
             if query:
-                hits = self.deps.index.search(
-                    scope, query, SearchFilter(kinds=frozenset({"lesson"}), subtypes=subtypes), 200, now=None
-                )  # confidence already carries a lesson's age
+                index = self.deps.index
+                flt = SearchFilter(kinds=frozenset({"lesson"}), subtypes=subtypes)
+                hits = index.search(scope, query, flt, index.doc_count(scope), now=None)  # age: in confidence
                 relevance = self._relevance(query, hits)
-                whole = {lesson.id: lesson for lesson in await repo.get_many(list(relevance), [scope])}
-                for lesson in whole.values():
-                    confidence = self.confidence(lesson, now)
-                    if not self.faded(lesson, confidence):
-                        scored.append((relevance[lesson.id] * confidence, lesson.id, lesson.task_type))
+                standings = await repo.standings_of(list(relevance), [scope])
             else:
-                # Every lesson is a candidate: rank their standings, and read whole only those shown.
                 standings = await repo.standings([scope], kinds=kinds)
-                for standing, confidence, faded in self.standing_confidences(standings, now):
-                    if not faded:
-                        scored.append((confidence, standing.id, standing.task_type))
+                relevance = {standing.id: 1.0 for standing in standings}
+            for standing, confidence, faded in self.standing_confidences(standings, now):
+                if not faded:
+                    scored.append((relevance[standing.id] * confidence, standing.id, standing.task_type))
             if task_type is not None:
                 scored = [entry for entry in scored if entry[2] in (None, task_type)]
             scored.sort(key=lambda entry: (task_type is not None and entry[2] != task_type, -entry[0], entry[1]))
             shown = scored[:limit]
-            if not query:  # the same snapshot, so every one shown is still there
-                whole = {lesson.id: lesson for lesson in await repo.get_many([entry[1] for entry in shown], [scope])}
+            # The same snapshot, so every one shown is still there.
+            whole = {lesson.id: lesson for lesson in await repo.get_many([entry[1] for entry in shown], [scope])}
         return [self.view(whole[i], score if query else None, now) for score, i, _ in shown], len(scored)
 
     def _relevance(self, query: str, hits: Sequence[Hit]) -> dict[str, float]:

@@ -346,18 +346,20 @@ class OutcomeService(Service):
                 tx, outcome.project, item, kind=kind, task_type=outcome.task_type, source={"outcome": outcome.id}
             )
             ids.append(lesson.id)
-        await self._bound_rules(tx, outcome.project, kind, outcome.task_type)
-        return ids
+        dropped = await self._bound_rules(tx, outcome.project, kind, outcome.task_type)
+        return [i for i in ids if i not in dropped]  # what holds: a rule bounded out at once was not learned
 
-    async def _bound_rules(self, tx: Tx, project: str, kind: str, task_type: str) -> None:
-        """Soft-delete the weakest rules beyond `max_rules_per_task_type`."""
+    async def _bound_rules(self, tx: Tx, project: str, kind: str, task_type: str) -> set[str]:
+        """Soft-delete the weakest rules beyond `max_rules_per_task_type`; returns their ids."""
         rules = await LessonRepository(tx).find([project], kinds=[kind], task_type=task_type)
         if len(rules) <= self.settings.max_rules_per_task_type:
-            return
+            return set()
         now = self.now()
         ranked = sorted(rules, key=lambda r: (self.lessons.confidence(r, now), r.last_reinforced_at), reverse=True)
-        for rule in ranked[self.settings.max_rules_per_task_type :]:
+        dropped = ranked[self.settings.max_rules_per_task_type :]
+        for rule in dropped:
             await self.lessons.store(tx, rule.model_copy(update={"deleted_at": self.now_iso()}), "soft_delete")
+        return {rule.id for rule in dropped}
 
     async def _heuristic_of(self, tx: Tx, outcome: Outcome, strategy: str, peers: Sequence[Outcome]) -> Lesson | None:
         """The heuristic of the task type whose strategy is the most like this one, if the same

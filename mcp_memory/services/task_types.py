@@ -14,7 +14,10 @@ PAST_TASK_SIMILARITY = 0.6
 
 # Checked in order; the first task type whose words appear in the task wins.
 _TASK_TYPE_WORDS: tuple[tuple[str, frozenset[str]], ...] = (
-    ("bugfix", frozenset({"fix", "bug", "error", "crash", "except", "broken", "regress", "fail", "issu"})),
+    (
+        "bugfix",
+        frozenset({"fix", "bug", "error", "crash", "except", "broken", "regress", "fail", "failur", "debug", "issu"}),
+    ),
     ("testing", frozenset({"test", "pytest", "coverag", "unittest", "spec"})),
     ("refactor", frozenset({"refactor", "renam", "cleanup", "restructur", "simplifi", "extract"})),
     ("documentation", frozenset({"doc", "readm", "document", "docstr", "comment", "changelog"})),
