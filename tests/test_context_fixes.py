@@ -428,3 +428,27 @@ async def test_memories_a_contradiction_links_say_which_is_newer(client: Client,
     assert line_of(old["id"]).endswith(f"({old['id']}; contradicted by newer {new['id']})")
     assert line_of(new["id"]).endswith(f"({new['id']}; contradicts older {old['id']})")
     assert line_of(other["id"]).endswith(f"({other['id']})")
+
+
+# -- a global lesson that applies leads the project's that do not --------------------------------------------
+
+
+@pytest.mark.parametrize("focus", [{"query": "kafka offsets"}, {"task_type": "bugfix"}])
+async def test_a_global_lesson_matching_the_focus_comes_before_project_lessons_that_do_not(
+    client: Client, focus: dict[str, str]
+) -> None:
+    for i in range(12):
+        await call(client, "memory_lesson_save", content=f"Project lesson {i} about unrelated stuff number{i}.")
+    kafka = await call(
+        client, "memory_lesson_save", content="Kafka consumers must commit offsets after processing", scope="global"
+    )
+    bugfix = await call(
+        client, "memory_lesson_save", content="Always reproduce a bug first", scope="global", task_type="bugfix"
+    )
+    wanted = kafka if "query" in focus else bugfix
+
+    compiled = await call(client, "memory_context", budget=300, **focus)
+
+    lessons = next(s for s in compiled["sections"] if s["name"] == "lessons")
+    assert lessons["included"] >= 1
+    assert f"({wanted['lesson']['id']})" in compiled["text"].split("## Lessons", 1)[1].splitlines()[1]

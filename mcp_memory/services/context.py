@@ -295,6 +295,7 @@ class ContextService(Service):
     async def _lessons(self, project: str, focus: str | None, task_type: str | None) -> _Section:
         found: list[LessonView] = []
         later: list[LessonView] = []
+        matched: set[str] = set()
         total = 0
         scopes = [project] if project == GLOBAL_PROJECT else [project, GLOBAL_PROJECT]
         for scope, share in zip(scopes, (10, 5), strict=False):
@@ -302,6 +303,7 @@ class ContextService(Service):
             # untyped ones), then the best of the rest, each by confidence.
             limit = share * _POOL
             relevant = await self.lessons.ranked(scope, focus, task_type=task_type, limit=limit) if focus else []
+            matched.update(lesson.id for lesson in relevant)
             applicable, active = await self.lessons.ranked_counted(scope, None, task_type=task_type, limit=limit)
             if task_type:
                 rest, active = await self.lessons.ranked_counted(scope, None, limit=limit)
@@ -313,8 +315,14 @@ class ContextService(Service):
             # Every active lesson of the scope is one the section shows given unlimited room: the task
             # type's and the focus's come first, and the rest follow.
             total += active
+        # What matches the focus, then the task type's own lessons, lead whatever their scope: a global
+        # lesson that applies comes before the project's that do not (stable: each tier keeps its order).
+        ordered = sorted(
+            found + later,
+            key=lambda lesson: (lesson.id not in matched, task_type is None or lesson.task_type != task_type),
+        )
         section = _Section("lessons", "\n## Lessons\n", share=len(found), total=total)
-        for lesson in found + later:
+        for lesson in ordered:
             detail = f" — {lesson.context}" if lesson.kind == "anti_pattern" and lesson.context else ""
             line = f"- [{lesson.kind} {lesson.confidence:.2f}] {shorten(lesson.content, 300)}{detail} ({lesson.id})"
             section.items.append(_Item(line, lesson.id, shorten(lesson.content, 80)))
