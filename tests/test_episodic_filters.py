@@ -4,6 +4,7 @@ times."""
 
 from __future__ import annotations
 
+import pytest
 from mcp import Client
 
 from tests.conftest import FakeClock, call, call_error
@@ -84,3 +85,27 @@ async def test_lower_case_t_and_z_are_read_as_rfc_3339_allows(client: Client) ->
     assert [(o["id"], o["occurred_at"]) for o in listed["observations"]] == [
         (saved["id"], "2024-05-01T14:30:00.000000Z")
     ]
+
+
+# -- smart search explains an empty answer as recall does ------------------------------------------------
+
+
+@pytest.mark.parametrize("query", ["   ", "<private>kubernetes</private>", "ghp_" + "A1b2C3d4E5" * 3 + "f6G7h8"])
+async def test_smart_search_says_when_nothing_was_left_of_the_query_to_search(client: Client, query: str) -> None:
+    await call(client, "memory_save", content="Kubernetes namespace is prod-east.")
+
+    found = await call(client, "memory_smart_search", query=query)
+
+    assert found["hits"] == []
+    assert found["hint"].startswith("The query has no word to search for")
+
+
+async def test_smart_search_narrowed_by_kinds_names_the_kinds_that_match(client: Client) -> None:
+    await call(client, "memory_save", content="Kubernetes namespace is prod-east.")
+
+    found = await call(client, "memory_smart_search", query="kubernetes", kinds=["observation"])
+
+    assert found["hits"] == []
+    assert (
+        found["hint"] == "Nothing of the kinds asked for matched, but memories do: leave kinds out to search them too."
+    )

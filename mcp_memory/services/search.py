@@ -114,8 +114,14 @@ class SearchService(Service):
                 flt, words = SearchFilter(kinds=wanted), respelled.text
                 result.hits = await self._search(conn, project, words, flt, limit, typed_query=searched)
                 if not result.hits:
-                    result.hint = self._unknown_hint(project, words) if self._searchable(words) else _NO_WORDS
+                    result.hint = (
+                        await self._other_kinds_hint(conn, project, words, wanted) or self._unknown_hint(project, words)
+                        if self._searchable(words)
+                        else _NO_WORDS
+                    )
                 result.hint = _joined(self._named(respelled, result.hits), result.hint)
+            elif query is not None:  # nothing was left of it to search (blank, or only secrets or private parts)
+                result.hint = _NO_WORDS
             if ids:
                 await self._fetch(conn, project, list(dict.fromkeys(ids)), result)
         return result
@@ -186,12 +192,24 @@ class SearchService(Service):
         narrowed = types is not None or any(x is not None for x in (flt.session_id, flt.since, flt.until))
         if narrowed and await self._search(conn, project, query, SearchFilter(kinds=flt.kinds), 1):
             return "Nothing matched within session_id, types, since or until; without them some records match."
-        others = SEARCHABLE_KINDS - (flt.kinds or SEARCHABLE_KINDS)
-        found = await self._search(conn, project, query, SearchFilter(kinds=others), 5) if others else []
-        if found:
-            kinds = " and ".join(sorted({_PLURAL[hit.kind] for hit in found}))
+        if kinds := await self._other_kinds(conn, project, query, flt.kinds or SEARCHABLE_KINDS):
             return f"Nothing of the kinds recall searches matched, but {kinds} do: ask memory_smart_search."
         return self._unknown_hint(project, query)
+
+    async def _other_kinds(self, conn: Conn, project: str, query: str, searched: frozenset[str]) -> str | None:
+        """The kinds, other than those `searched`, of which some record matches `query` ("memories and lessons")."""
+        others = SEARCHABLE_KINDS - searched
+        found = await self._search(conn, project, query, SearchFilter(kinds=others), 5) if others else []
+        return " and ".join(sorted({_PLURAL[hit.kind] for hit in found})) or None
+
+    async def _other_kinds_hint(self, conn: Conn, project: str, query: str, searched: frozenset[str]) -> str | None:
+        """Why a search narrowed by kinds found nothing, when records of other kinds match."""
+        kinds = await self._other_kinds(conn, project, query, searched)
+        return (
+            f"Nothing of the kinds asked for matched, but {kinds} do: leave kinds out to search them too."
+            if kinds
+            else None
+        )
 
     def _unknown_hint(self, project: str, query: str) -> str | None:
         """Which of the query's words no searchable record of the project holds (a typo, most often), if
