@@ -695,3 +695,34 @@ async def test_failures_and_debugging_are_bugfix_tasks(client: Client, task: str
     recorded = await record(client, task=task, success=True)
 
     assert (recorded["task_type"], recorded["task_type_inferred"]) == ("bugfix", True)
+
+
+# -- a long history: every outcome that can count is counted --------------------------------------------
+
+
+async def test_a_heuristic_counts_its_strategy_however_many_outcomes_came_between(
+    client: Client, clock: FakeClock
+) -> None:
+    strategy = "bisect the commit history to find the regression"
+    for i in range(3):
+        await record(client, clock, task=f"bug {i}", task_type="bugfix", success=True, strategy=strategy)
+    for i in range(210):  # outcomes of the type naming another strategy, or none
+        other = "read the logs" if i % 2 else None
+        await record(client, clock, task=f"bug x{i}", task_type="bugfix", success=True, strategy=other)
+    await record(client, clock, task="bug y", task_type="bugfix", success=False, strategy=strategy)
+
+    [heuristic] = [h for h in await lessons_of(client, "heuristic", "all") if "bisect" in h["content"]]
+
+    assert (heuristic["status"], heuristic["confidence"]) == ("active", 0.75)
+    assert heuristic["context"] == "Worked in 3 of 4 attempts with a similar strategy."
+
+
+async def test_a_failure_recurring_after_many_others_makes_an_anti_pattern(client: Client, clock: FakeClock) -> None:
+    await record(client, clock, task_type="deployment", success=False, error=ERROR)
+    for i in range(210):
+        await record(client, clock, task=f"deploy {i}", task_type="deployment", success=True, strategy="blue green")
+    second = await record(client, clock, task_type="deployment", success=False, error=ERROR)
+
+    assert len(second["derived"]["anti_patterns"]) == 1
+    [anti] = await lessons_of(client, "anti_pattern")
+    assert anti["source"]["failures"] == 2

@@ -13,6 +13,10 @@ _OUTCOME_COLUMNS = (
     "id, project, agent_id, session_id, task, task_type, task_type_inferred, success, score, steps, strategy, "
     "duration_s, error, feedback, mistakes, successes, created_at"
 )
+_EVIDENCE_COLUMNS = (
+    "id, project, agent_id, session_id, task, task_type, task_type_inferred, success, score, strategy, "
+    "duration_s, error, created_at"
+)
 _CARD_COLUMNS = (
     "id, project, merge_key, task_type, type, task, wrong_decision, correct_decision, why, seen_count, "
     "first_seen_at, last_seen_at, created_at, updated_at"
@@ -72,6 +76,17 @@ class OutcomeRepository(Repository):
             (*params, limit),
         )
         return [_outcome(r) for r in rows]
+
+    async def evidence(self, project: str, task_type: str) -> list[Outcome]:
+        """Every outcome of a task type that names a strategy or an error (what heuristics and
+        anti-patterns are drawn from), newest first; read without their lists (steps, mistakes,
+        successes, left empty), which nothing drawn from a history compares, so a long one reads fast."""
+        rows = await self.conn.fetchall(
+            f"SELECT {_EVIDENCE_COLUMNS} FROM outcomes WHERE project = ? AND task_type = ? "
+            "AND (coalesce(strategy, '') != '' OR coalesce(error, '') != '') ORDER BY created_at DESC, id DESC",
+            (project, task_type),
+        )
+        return [Outcome(**row_dict(r, (), ("success", "task_type_inferred"))) for r in rows]
 
     async def in_session(self, session_id: str) -> list[Outcome]:
         rows = await self.conn.fetchall(

@@ -143,7 +143,9 @@ class OutcomeService(Service):
             )
             await OutcomeRepository(tx).add(outcome)
             tx.changed("outcome", outcome.id, "create")
-            peers = await OutcomeRepository(tx).recent(outcome.project, outcome.task_type)
+            # Every outcome of the task type that can count, however many: a window of the latest would
+            # retire a heuristic, or miss a recurring failure, once enough other outcomes came between.
+            peers = await OutcomeRepository(tx).evidence(outcome.project, outcome.task_type)
             heuristics = await self._heuristic(tx, outcome, peers)
             await self._retire_contradicted(tx, outcome, peers)
             derived = DerivedLessons(

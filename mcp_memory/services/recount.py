@@ -43,7 +43,7 @@ class Recount(Service):
         changed = []
         for project, task_type in sorted({(o.project, o.task_type) for o in gone}):
             mine = [o for o in gone if (o.project, o.task_type) == (project, task_type)]
-            peers = await OutcomeRepository(tx).recent(project, task_type)
+            peers = await OutcomeRepository(tx).evidence(project, task_type)
             for lesson in await LessonRepository(tx).find(
                 [project], kinds=["heuristic", "anti_pattern"], task_type=task_type
             ):

@@ -130,12 +130,15 @@ class Strategies:
 
     def better(self, peers: Sequence[Outcome], failures: Sequence[Outcome], named: str | None) -> str | None:
         """The best successful strategy of the task type unlike every strategy that failed this way."""
-        failed = [o.strategy for o in failures if o.strategy] + ([named] if named else [])
+        failed = list(dict.fromkeys([o.strategy for o in failures if o.strategy] + ([named] if named else [])))
         records = self.records(peers)
-        candidates = [
-            o
-            for o in peers
-            if o.success and self.words(o.strategy) and not any(self.same(o.strategy, f, records) for f in failed)
-        ]
-        best = max(candidates, key=lambda o: (o.score or 0.0, o.created_at), default=None)
-        return best.strategy if best is not None else None
+        # Best first, so the search stops at the first one unlike every failure (each strategy judged once:
+        # a long history repeats its strategies).
+        judged: set[str] = set()
+        for o in sorted(peers, key=lambda o: (o.score or 0.0, o.created_at), reverse=True):
+            if not o.success or not o.strategy or o.strategy in judged:
+                continue
+            judged.add(o.strategy)
+            if self.words(o.strategy) and not any(self.same(o.strategy, f, records) for f in failed):
+                return o.strategy
+        return None
