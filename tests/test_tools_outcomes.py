@@ -726,3 +726,23 @@ async def test_a_failure_recurring_after_many_others_makes_an_anti_pattern(clien
     assert len(second["derived"]["anti_patterns"]) == 1
     [anti] = await lessons_of(client, "anti_pattern")
     assert anti["source"]["failures"] == 2
+
+
+async def test_a_rule_said_by_several_outcomes_goes_only_with_the_last_of_them(
+    client: Client, clock: FakeClock
+) -> None:
+    said = "Run the smoke suite before switching traffic"
+    ids = [
+        (await record(client, clock, task_type="deployment", success=True, score=0.95, successes=[said]))["id"]
+        for _ in range(3)
+    ]
+    [rule] = await lessons_of(client, "rule_works")
+
+    newest = await call(client, "memory_forget", ids=[ids[2]])
+    kept = [r["id"] for r in await lessons_of(client, "rule_works")]
+    rest = await call(client, "memory_forget", ids=ids[:2])
+
+    assert "lesson" not in newest["deleted"]
+    assert kept == [rule["id"]]
+    assert rest["deleted"]["lesson"] == [rule["id"]]
+    assert await lessons_of(client, "rule_works", "all") == []

@@ -15,6 +15,7 @@ from mcp_memory.ids import kind_of
 from mcp_memory.repositories.lessons import LessonRepository
 from mcp_memory.repositories.meta import MetaRepository
 from mcp_memory.repositories.outcomes import MistakeCardRepository, OutcomeRepository
+from mcp_memory.services.lesson_identity import rule_outcomes
 
 _EVIDENCE_KINDS = frozenset({"observation", "outcome", "memory", "session"})
 _QUOTED = ("strategy", "error")
@@ -51,7 +52,9 @@ async def derived_from(conn: Conn, project: str, doomed: AbstractSet[str]) -> De
         failed = [i for i in source.get("failed_outcomes") or () if isinstance(i, str)]
         if (
             (isinstance(evidence, list) and not doomed.isdisjoint(e for e in evidence if isinstance(e, str)))
-            or source.get("outcome") in doomed
+            # one of the outcomes that said it, with every other still on record (one forgotten before
+            # counts for nothing)
+            or (not doomed.isdisjoint(said := rule_outcomes(source)) and not set(await repo.on_record(said)) - doomed)
             or (failed and all(i in doomed for i in failed))  # every failure an anti-pattern counts
             or any((name, source.get(name)) in quoted for name in _QUOTED)
         ):

@@ -147,6 +147,19 @@ def evidence_of(lesson: Lesson, key: str = "evidence") -> set[str]:
     return {i for i in ids if isinstance(i, str)} if isinstance(ids, list) else set()
 
 
+RULE_OUTCOMES = "outcomes_saying"
+"""Where a works/avoid rule said by more than one outcome keeps them all (its "outcome" is the latest)."""
+
+
+def rule_outcomes(source: dict[str, object]) -> list[str]:
+    """The outcomes a rule stands on: every one that said it, or the one it was drawn from."""
+    ids = source.get(RULE_OUTCOMES)
+    if isinstance(ids, list):
+        return [i for i in ids if isinstance(i, str)]
+    latest = source.get("outcome")
+    return [latest] if isinstance(latest, str) else []
+
+
 def from_outcomes(lesson: Lesson) -> bool:
     """Whether failed outcomes drew (or took over) this anti-pattern: it counts their failures."""
     return "failures" in lesson.source

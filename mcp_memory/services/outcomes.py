@@ -42,13 +42,16 @@ from mcp_memory.services.common import Deps, Scrubber, Service, jaccard
 from mcp_memory.services.compress import shorten
 from mcp_memory.services.lesson_identity import (
     FROM_ERROR,
+    RULE_OUTCOMES,
     anti_patterns_for,
     evidence_of,
+    find_twin,
     fingerprint,
     fix_of,
     from_outcomes,
     named_strategy,
     rename,
+    rule_outcomes,
     same_problem,
     tried_of,
     why_bad,
@@ -344,8 +347,13 @@ class OutcomeService(Service):
             if key in seen:  # the same rule twice in one outcome is one piece of evidence
                 continue
             seen.add(key)
+            source: dict[str, object] = {"outcome": outcome.id}
+            twin = await find_twin(tx, outcome.project, item, kind, outcome.task_type)
+            if twin is not None:  # said again: every outcome that says it is its evidence, not the latest alone
+                said = [i for i in rule_outcomes(twin.source) if i != outcome.id]
+                source[RULE_OUTCOMES] = [*said, outcome.id]
             lesson, *_ = await self.lessons.learn(
-                tx, outcome.project, item, kind=kind, task_type=outcome.task_type, source={"outcome": outcome.id}
+                tx, outcome.project, item, kind=kind, task_type=outcome.task_type, source=source
             )
             ids.append(lesson.id)
         dropped = await self._bound_rules(tx, outcome.project, kind, outcome.task_type)
