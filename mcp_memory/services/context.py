@@ -304,12 +304,11 @@ class ContextService(Service):
             limit = share * _POOL
             relevant = await self.lessons.ranked(scope, focus, task_type=task_type, limit=limit) if focus else []
             matched.update(lesson.id for lesson in relevant)
-            applicable, active = await self.lessons.ranked_counted(scope, None, task_type=task_type, limit=limit)
-            if task_type:
-                rest, active = await self.lessons.ranked_counted(scope, None, limit=limit)
-            else:
-                rest = []
-            ranked = _unique(relevant + applicable + rest)[:limit]
+            # One read of the scope's lessons ranks them for the task type and, after those, for every type.
+            orders = [task_type, None] if task_type else [None]
+            rankings = await self.lessons.rankings(scope, None, task_types=orders, limit=limit)
+            ranked = _unique(relevant + [lesson for views, _ in rankings for lesson in views])[:limit]
+            active = rankings[-1][1]  # every active lesson of the scope (the last ranking is of every type)
             found += ranked[:share]  # the project's share, then the global one, before either's rest
             later += ranked[share:]
             # Every active lesson of the scope is one the section shows given unlimited room: the task

@@ -332,6 +332,19 @@ class LessonService(Service):
         limit: int = 10,
     ) -> tuple[list[LessonView], int]:
         """`ranked`, and how many active lessons it ranked in all, `limit` aside."""
+        [ranking] = await self.rankings(scope, query, task_types=[task_type], kinds=kinds, limit=limit)
+        return ranking
+
+    async def rankings(
+        self,
+        scope: str,
+        query: str | None,
+        *,
+        task_types: Sequence[str | None],
+        kinds: Sequence[str] | None = None,
+        limit: int = 10,
+    ) -> list[tuple[list[LessonView], int]]:
+        """`ranked_counted` for each of `task_types` (None: every type), from one read of the candidates."""
         subtypes = frozenset(kinds) if kinds else None
         now = self.now()
         scored: list[tuple[float, str, str | None]] = []  # score, id, task type of each active candidate
@@ -352,13 +365,14 @@ class LessonService(Service):
             for standing, confidence, faded in self.standing_confidences(standings, now):
                 if not faded:
                     scored.append((relevance[standing.id] * confidence, standing.id, standing.task_type))
-            if task_type is not None:
-                scored = [entry for entry in scored if entry[2] in (None, task_type)]
-            scored.sort(key=lambda entry: (task_type is not None and entry[2] != task_type, -entry[0], entry[1]))
-            shown = scored[:limit]
+            orders = [_by_task_type(scored, task_type) for task_type in task_types]
             # The same snapshot, so every one shown is still there.
-            whole = {lesson.id: lesson for lesson in await repo.get_many([entry[1] for entry in shown], [scope])}
-        return [self.view(whole[i], score if query else None, now) for score, i, _ in shown], len(scored)
+            shown = list(dict.fromkeys(i for order in orders for _, i, _ in order[:limit]))
+            whole = {lesson.id: lesson for lesson in await repo.get_many(shown, [scope])}
+        return [
+            ([self.view(whole[i], score if query else None, now) for score, i, _ in order[:limit]], len(order))
+            for order in orders
+        ]
 
     def _relevance(self, query: str, hits: Sequence[Hit]) -> dict[str, float]:
         """Each hit's relevance: its BM25 score, or for a weak match a small value by its share of the query's terms.
@@ -446,3 +460,11 @@ def _check_kinds(kinds: Sequence[str] | None) -> None:
     for kind in kinds or ():
         if kind not in LESSON_KINDS:
             raise InvalidInputError("kinds", f"unknown kind {kind!r}; use {', '.join(LESSON_KINDS)}")
+
+
+def _by_task_type(
+    scored: Sequence[tuple[float, str, str | None]], task_type: str | None
+) -> list[tuple[float, str, str | None]]:
+    """Scored lessons best first; with a task type, its own before the untyped ones and other types' left out."""
+    kept = [entry for entry in scored if task_type is None or entry[2] in (None, task_type)]
+    return sorted(kept, key=lambda entry: (task_type is not None and entry[2] != task_type, -entry[0], entry[1]))
