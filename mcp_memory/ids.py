@@ -31,11 +31,14 @@ def _encode(number: int, length: int) -> str:
     return "".join(reversed(chars))
 
 
+_TIME_CHARS, _RANDOM_CHARS = 10, 12
+
+
 def new_id(kind: str) -> str:
     """A new id for `kind`: prefix, 48-bit millisecond time, 60 random bits (time-ordered, unique)."""
     millis = time.time_ns() // 1_000_000
     rand = int.from_bytes(os.urandom(8), "big") >> 4
-    return f"{PREFIXES[kind]}_{_encode(millis, 10)}{_encode(rand, 12)}"
+    return f"{PREFIXES[kind]}_{_encode(millis, _TIME_CHARS)}{_encode(rand, _RANDOM_CHARS)}"
 
 
 def kind_of(record_id: str) -> str | None:
@@ -46,9 +49,9 @@ def kind_of(record_id: str) -> str | None:
     return KIND_OF_PREFIX.get(prefix)
 
 
-_SERVER_SESSION = re.compile(rf"ses_[{_ALPHABET}]{{22}}")
-SERVER_SESSION_GLOB = "ses_" + "[0-9a-hjkmnp-tv-z]" * 22
-"""What `new_id("session")` makes, as an SQLite GLOB pattern (the same alphabet as `_ALPHABET`)."""
+_SERVER_SESSION = re.compile(rf"{PREFIXES['session']}_[{_ALPHABET}]{{{_TIME_CHARS + _RANDOM_CHARS}}}")
+SERVER_SESSION_GLOB = f"{PREFIXES['session']}_" + f"[{_ALPHABET}]" * (_TIME_CHARS + _RANDOM_CHARS)
+"""What `new_id("session")` makes, as an SQLite GLOB pattern."""
 
 
 def is_server_session_id(session_id: str) -> bool:

@@ -200,8 +200,9 @@ def check_prompt_arguments(prompts: Mapping[str, Callable[..., Awaitable[Any]]])
     return check
 
 
-_RESOURCE_ARGUMENTS = {"memory://context": ("project", "query", "task_type", "budget"), "memory://slots/": ("project",)}
-"""The query arguments each resource takes, by the start of its URI."""
+_CONTEXT_URI, _SLOT_URI = "memory://context", "memory://slots/"
+_RESOURCE_ARGUMENTS = {_CONTEXT_URI: ("project", "query", "task_type", "budget"), _SLOT_URI: ("project",)}
+"""The query arguments each resource takes, by the start of its URI (its template names them)."""
 
 
 def check_resource_arguments() -> ServerMiddleware[Any]:
@@ -280,7 +281,7 @@ def register_prompts_and_resources(server: MCPServer[AppContext], profile: str =
     server.middleware.append(list_live_resources(server))
     server.middleware.append(check_resource_arguments())
     server.resource(
-        "memory://context{?project,query,task_type,budget}",
+        f"{_CONTEXT_URI}{{?{','.join(_RESOURCE_ARGUMENTS[_CONTEXT_URI])}}}",
         name="context",
         title=CONTEXT_TITLE,
         description=CONTEXT_DESCRIPTION,
@@ -288,7 +289,7 @@ def register_prompts_and_resources(server: MCPServer[AppContext], profile: str =
         security=ResourceSecurity(exempt_params={"query"}),  # a query is text, never a path: "/api" is fine
     )(context_resource)
     server.resource(
-        "memory://slots/{name}{?project}",
+        f"{_SLOT_URI}{{name}}{{?{','.join(_RESOURCE_ARGUMENTS[_SLOT_URI])}}}",
         name="slot",
         title="Memory slot",
         description="The content of one slot (the project's, else the global one).",
