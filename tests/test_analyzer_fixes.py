@@ -1,5 +1,6 @@
 """Terms that used to be lost: Latin words inside CJK text, a path's file name, C++ and C#,
-accented Latin letters, hyphenated words, and the re-analysis that brings older stores up to date."""
+accented Latin letters, hyphenated words, words wrapped in underscores, and the re-analysis that
+brings older stores up to date."""
 
 from __future__ import annotations
 
@@ -177,6 +178,26 @@ async def test_email_and_e_mail_find_each_other(client: Client) -> None:
 
     assert set(await found(client, "email")) == {hyphen, plain}
     assert set(await found(client, "e-mail")) == {hyphen, plain}
+
+
+# -- words wrapped in underscores --------------------------------------------------------------------
+
+
+def test_a_word_wrapped_in_underscores_is_also_its_word() -> None:
+    assert analyzer.terms("__init__") == ["__init__", "init"]
+    assert analyzer.terms("__getattr__ hook") == ["__getattr__", "getattr", "hook"]
+    assert analyzer.terms("MyClass.__repr__") == ["myclass.__repr__", "class", "repr"]
+    assert analyzer.terms("___") == ["___"]  # nothing inside: the token alone, as before
+
+
+async def test_a_dunder_method_is_found_by_its_word_and_whole(client: Client) -> None:
+    dunder, other = await save_all(
+        client, "Overrode __getattr__ to load settings lazily", "The getter for the theme returns a dict"
+    )
+
+    assert await found(client, "getattr") == [dunder]
+    assert await found(client, "__getattr__") == [dunder]
+    assert other not in await found(client, "getattr")
 
 
 # -- older stores -----------------------------------------------------------------------------------

@@ -18,12 +18,13 @@ import Stemmer
 
 from mcp_memory.search.stopwords import STOP_WORDS
 
-ANALYZER_VERSION = 8
+ANALYZER_VERSION = 9
 """Bump whenever stored terms would come out differently (a change to `Analyzer.terms`, to the
 fields a service indexes, or to the date a record is indexed under): every record is then
 re-analysed once at start-up. 6: a session is dated when its observations happened. 7: words keep
 their combining marks (Devanagari, Tamil), Greek, Hebrew and Arabic marks are folded away, and
-Thai, Lao, Myanmar and Khmer text is bigrammed as CJK text is."""
+Thai, Lao, Myanmar and Khmer text is bigrammed as CJK text is. 8: a date the text writes out is
+one of the record's date tokens. 9: a word wrapped in underscores (`__init__`) is split too."""
 
 
 def _mark_class() -> str:
@@ -118,7 +119,7 @@ class Analyzer:
             self._token(raw.rstrip("+#"), out)
             return
         pieces = [p for chunk in _SEPARATORS.split(raw) for p in _CAMEL.split(chunk) if p]
-        if len(pieces) > 1:
+        if len(pieces) > 1 or pieces[:1] != [raw]:  # `__init__`, one word wrapped, is asked for as "init" too
             whole = raw.casefold().replace("’", "'")
             if len(whole) <= _MAX_TERM:
                 out.append(whole)
