@@ -14,7 +14,9 @@ from __future__ import annotations
 
 import contextlib
 import re
+from collections.abc import Iterable
 from datetime import UTC, date, datetime, timedelta, tzinfo
+from typing import NamedTuple
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
@@ -103,7 +105,7 @@ def record_tokens(text: str, at: float | None, zone: tzinfo = UTC) -> list[str]:
     if at is None:
         return []
     day = local_day(at, zone)
-    tokens = day_tokens(day) + _absolute_dates(text)[0]
+    tokens = day_tokens(day) + [token for phrase in _absolute_dates(text)[0] for token in phrase.tokens]
     for match in _relative_matches(text):
         # "yesterday" on the calendar's first day names no day (OverflowError), nor "a year ago" in
         # the year 1 a year ("@0000")
@@ -133,23 +135,47 @@ def query_tokens(text: str, now: datetime) -> list[str]:
     return query_dates(text, now)[0]
 
 
-def query_dates(text: str, now: datetime) -> tuple[list[str], list[tuple[int, int]]]:
-    """The date tokens of a query, and where it writes the absolute dates ("Feb 9", "2026-01-27",
-    "in June") that gave some, as (start, end): their words need not be searched again."""
-    tokens, spans, taken = _absolute_dates(text)
+class DatePhrase(NamedTuple):
+    """A date a query names: where it writes it, its tokens, and whether it counts from today."""
+
+    start: int
+    end: int
+    tokens: list[str]
+    relative: bool = False
+
+
+def query_phrases(text: str, now: datetime) -> list[DatePhrase]:
+    """The dates a query names ("Feb 9", "2026-01-27", "in June", "last week") that give tokens,
+    the absolute ones first; relative ones count from the day `now` falls on."""
+    phrases, taken = _absolute_dates(text)
     for match in _RELATIVE_ANY_CASE.finditer(text):
-        if not any(s < match.end() and match.start() < e for s, e in taken):
-            # no span: the words of a relative phrase ("4 years ago") stay searchable, as the
-            # record that says them resolves them from its own day, not from today
-            tokens += _week_asked(match, now.date()) or _resolve(match, now.date())
-    return list(dict.fromkeys(tokens)), spans
+        if any(s < match.end() and match.start() < e for s, e in taken):
+            continue  # read as (part of) an absolute date already
+        if found := _week_asked(match, now.date()) or _resolve(match, now.date()):
+            phrases.append(DatePhrase(*match.span(), found, relative=True))
+    return phrases
 
 
-def _absolute_dates(text: str) -> tuple[list[str], list[tuple[int, int]], list[tuple[int, int]]]:
-    """The tokens of the dates `text` writes out ("Feb 9", "2026-01-27", "in June"), the spans of
-    those that gave some, and the spans of every date-like phrase read (given tokens or not)."""
-    tokens: list[str] = []
-    spans: list[tuple[int, int]] = []
+def query_dates(text: str, now: datetime) -> tuple[list[str], list[tuple[int, int]]]:
+    """The date tokens of a query, and where it writes the absolute dates that gave some, as
+    (start, end): their words need not be searched again. The words of a relative phrase ("4 years
+    ago") stay searchable, as the record that says them resolves them from its own day, not from today."""
+    phrases = query_phrases(text, now)
+    tokens = dict.fromkeys(token for phrase in phrases for token in phrase.tokens)
+    return list(tokens), [(p.start, p.end) for p in phrases if not p.relative]
+
+
+def blanked(text: str, spans: Iterable[tuple[int, int]]) -> str:
+    """`text` with spaces where `spans` (a query's dates) stand, so its words are read without them."""
+    for start, end in spans:
+        text = text[:start] + " " * (end - start) + text[end:]
+    return text
+
+
+def _absolute_dates(text: str) -> tuple[list[DatePhrase], list[tuple[int, int]]]:
+    """The dates `text` writes out ("Feb 9", "2026-01-27", "in June") that give tokens, and the
+    spans of every date-like phrase read (given tokens or not)."""
+    phrases: list[DatePhrase] = []
     taken: list[tuple[int, int]] = []
 
     def free(match: re.Match[str]) -> bool:
@@ -161,8 +187,7 @@ def _absolute_dates(text: str) -> tuple[list[str], list[tuple[int, int]], list[t
 
     def add(match: re.Match[str], found: list[str]) -> None:
         if found:
-            tokens.extend(found)
-            spans.append(match.span())
+            phrases.append(DatePhrase(*match.span(), found))
 
     for match in _ISO.finditer(text):
         if free(match):
@@ -189,7 +214,7 @@ def _absolute_dates(text: str) -> tuple[list[str], list[tuple[int, int]], list[t
     for match in _IN_MONTH.finditer(text):
         if free(match):
             add(match, [f"{PREFIX}--{_MONTHS[match[1].lower()]:02d}"])
-    return tokens, spans, taken
+    return phrases, taken
 
 
 def _week_asked(match: re.Match[str], today: date) -> list[str]:

@@ -128,9 +128,11 @@ class SearchIndex:
         if now is None:
             return self.analyzer.terms(text)
         found, spans = dates.query_dates(text, datetime.fromtimestamp(now, self.zone))
-        for start, end in spans:
-            text = text[:start] + " " * (end - start) + text[end:]
-        return self.analyzer.terms(text) + found
+        return self.analyzer.terms(dates.blanked(text, spans)) + found
+
+    def query_dates(self, text: str, now: float) -> list[dates.DatePhrase]:
+        """The dates a query names, relative ones counting from the day `now` falls on here."""
+        return dates.query_phrases(text, datetime.fromtimestamp(now, self.zone))
 
     def query_terms(self, text: str, now: float | None = None) -> list[int]:
         """Known term ids of a query, repeats kept (as rank-bm25 scores repeated query words)."""

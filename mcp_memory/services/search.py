@@ -18,6 +18,7 @@ from mcp_memory.repositories.observations import ObservationRepository
 from mcp_memory.repositories.outcomes import MistakeCardRepository, OutcomeRepository
 from mcp_memory.repositories.sessions import SessionRepository
 from mcp_memory.repositories.slots import SlotRepository
+from mcp_memory.search.dates import blanked
 from mcp_memory.search.index import Hit as IndexHit
 from mcp_memory.search.index import SearchFilter
 from mcp_memory.search.spelling import Respelling, respell_query
@@ -212,20 +213,30 @@ class SearchService(Service):
         )
 
     def _unknown_hint(self, project: str, query: str) -> str | None:
-        """Which of the query's words no searchable record of the project holds (a typo, most often), if
-        any: outcomes and mistake cards, which search does not reach, may still hold them."""
+        """Which of the query's words no searchable record of the project holds (a typo, most often),
+        and which dates it names that none is dated, if any: outcomes and mistake cards, which search
+        does not reach, may still hold them."""
         index = self.deps.index
         partition, vocab = index.partition(project), index.vocab
+
+        def held(terms: Sequence[str]) -> bool:
+            return any(partition is not None and partition.df.get(vocab.get(t, -1)) for t in terms)
+
+        phrases = index.query_dates(query, self.now().timestamp())
+        undated = [query[p.start : p.end] for p in phrases if not held(p.tokens)]
+        words = blanked(query, [(p.start, p.end) for p in phrases])  # "Jan 9" is no word to spell-check
         unknown = [
             word
-            for word in dict.fromkeys(re.findall(r"[\w.\-/]+", query))
-            if (terms := index.analyzer.terms(word))
-            and not any(partition is not None and partition.df.get(vocab.get(t, -1)) for t in terms)
+            for word in dict.fromkeys(re.findall(r"[\w.\-/]+", words))
+            if (terms := index.analyzer.terms(word)) and not held(terms)
         ]
-        if not unknown:
-            return None
-        listed = ", ".join(repr(w) for w in unknown[:8])
-        return f"No searchable record holds {listed}: check the spelling, or try other words for it."
+        said = []
+        if unknown:
+            listed = ", ".join(repr(w) for w in unknown[:8])
+            said.append(f"No searchable record holds {listed}: check the spelling, or try other words for it.")
+        if undated:
+            said.append(f"No searchable record is dated {', '.join(repr(d) for d in dict.fromkeys(undated))}.")
+        return " ".join(said) or None
 
     async def _fetch(self, conn: Conn, project: str, ids: list[str], into: SmartSearchResult) -> None:
         by_kind: dict[str, list[str]] = {}
