@@ -11,7 +11,7 @@ priority (highest first) then age (oldest first).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from mcp_memory.db import Conn, Tx, fold_tag
 from mcp_memory.errors import ConflictError, InvalidInputError, NotFoundError
@@ -80,7 +80,7 @@ class ActionService(Service):
             await self._refuse_cancelled_parent(repo, action, "parent_id")
             await repo.add(action)
             await repo.add_dependencies(action.id, deps)
-            await self._refuse_cycles(repo, action.id, deps, "depends_on")
+            await self._refuse_cycles(repo, action.id, deps, "depends_on", new=True)
             tx.changed("action", action.id, "create")
             also = await self._reopen_parent(tx, action)
             view = (await self._views(tx, [action]))[0]
@@ -180,17 +180,25 @@ class ActionService(Service):
         return ActionResult(action=view, also_changed=also, redacted=scrub.summary())
 
     async def _refuse_cycles(
-        self, repo: ActionRepository, action_id: str, deps: Sequence[str], field: str, parent: str | None = None
+        self,
+        repo: ActionRepository,
+        action_id: str,
+        deps: Sequence[str],
+        field: str,
+        parent: str | None = None,
+        *,
+        new: bool = False,
     ) -> None:
         """Refuse new dependencies (or a new parent) through which the action would wait for itself.
 
         An action waits for its dependencies and for its children, so a child depending on its own
-        ancestor is a cycle too: neither could ever be done.
+        ancestor is a cycle too: neither could ever be done. A `new` action, refused, never gets
+        its id, so the cycle calls it "the new action".
         """
         for dep in deps:
             path = await repo.wait_path(dep, action_id)
             if path is not None:
-                cycle = _describe([(action_id, False), *path])
+                cycle = _describe([(action_id, False), *path], {action_id: "the new action"} if new else {})
                 raise ConflictError(f"{field}: {dep} would make a dependency cycle: {cycle}")
         if parent is not None:
             path = await repo.wait_path(action_id, parent)
@@ -359,9 +367,11 @@ def _tag_filter(tag: str | None) -> str | None:
     return fold_tag(tag)
 
 
-def _describe(steps: Sequence[tuple[str, bool]]) -> str:
-    """A cycle as text: `a -> b` where a depends on b, `a -> child b` where a is b's parent."""
-    text = " -> ".join(f"child {step}" if is_child else step for step, is_child in steps)
+def _describe(steps: Sequence[tuple[str, bool]], names: Mapping[str, str] | None = None) -> str:
+    """A cycle as text: `a -> b` where a depends on b, `a -> child b` where a is b's parent; an
+    action in `names` is called by that name instead of its id."""
+    named = [((names or {}).get(step, step), is_child) for step, is_child in steps]
+    text = " -> ".join(f"child {step}" if is_child else step for step, is_child in named)
     if any(is_child for _, is_child in steps):
         text += " (a parent cannot be done before its children, so none of these could ever be done)"
     return text
