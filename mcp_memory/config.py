@@ -17,7 +17,7 @@ from urllib.parse import urlsplit, urlunsplit
 import platformdirs
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator, model_validator
 
-from mcp_memory.clock import zone
+from mcp_memory.clock import local_zone_name, zone
 from mcp_memory.errors import InvalidInputError
 from mcp_memory.projects import check_project
 
@@ -160,7 +160,7 @@ class Settings(BaseModel):
     timezone: str | None = Field(
         None,
         description="IANA time zone in which searches read dates (a record's day, what 'yesterday' means);"
-        " default: the database's own, which a new database takes from this machine.",
+        " 'localtime' is this machine's; default: the database's own, which a new database takes from this machine.",
     )
     synchronous: Literal["normal", "full"] = Field(
         "full",
@@ -287,6 +287,10 @@ class Settings(BaseModel):
     @field_validator("timezone")
     @classmethod
     def _known_zone(cls, value: str | None) -> str | None:
+        if value == "localtime":
+            # the zone data's alias of whatever this machine's zone is: recorded in the database,
+            # it would mean another zone on each machine that opened it, so its IANA name is kept
+            return local_zone_name()
         if value is not None:
             zone(value)
         return value

@@ -12,6 +12,7 @@ import pytest
 import tzlocal
 from mcp import Client
 
+from mcp_memory.clock import local_zone_name
 from mcp_memory.config import Settings
 from mcp_memory.search.cache import cache_path
 from mcp_memory.search.dates import record_tokens
@@ -193,6 +194,12 @@ def test_an_unknown_zone_is_refused_naming_the_setting() -> None:
     with pytest.raises(ValueError, match="MCP_MEMORY_TIMEZONE: unknown time zone"):
         Settings.resolve({}, {"MCP_MEMORY_TIMEZONE": "../../etc/passwd"})
     assert Settings.resolve({}, {"MCP_MEMORY_TIMEZONE": NEW_YORK}).timezone == NEW_YORK
+
+
+def test_localtime_is_taken_as_this_machines_zone_by_its_name() -> None:
+    # "localtime" names another zone on every machine: the database must record the zone itself
+    assert Settings.resolve({"timezone": "localtime"}, {}).timezone == local_zone_name()
+    assert local_zone_name() != "localtime"
 
 
 async def test_a_running_server_follows_the_zone_another_server_re_analysed_in(
