@@ -37,12 +37,15 @@ def checked_output_schemas() -> Iterator[None]:
     checked: dict[str, Any] = {}
 
     def shared(self: ClientSession, name: str, output_schema: dict[str, Any]) -> Any:
-        if name not in self._tool_output_validators:
+        session_validators = getattr(self, "_tool_output_validators", None)
+        if not isinstance(session_validators, dict):  # an SDK that keeps them elsewhere: its own check
+            return compile_validator(self, name, output_schema)
+        if name not in session_validators:
             key = json.dumps(output_schema, sort_keys=True)
             if key not in checked:
                 checked[key] = compile_validator(self, name, output_schema)
-            self._tool_output_validators[name] = checked[key]
-        return self._tool_output_validators[name]
+            session_validators[name] = checked[key]
+        return session_validators[name]
 
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(ClientSession, "_output_schema_validator", shared)
