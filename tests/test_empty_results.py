@@ -65,22 +65,27 @@ async def test_a_search_with_hits_gives_no_hint_and_one_with_unknown_words_names
         )
 
 
-async def test_a_date_no_record_falls_on_is_named_as_a_date_not_as_a_misspelt_word(client: Client) -> None:
+async def test_a_date_no_record_falls_on_is_named_as_a_date_not_as_a_misspelt_word(
+    client: Client, clock: FakeClock
+) -> None:
     await call(client, "memory_observe", content="The proxy listens on port 8080.")  # dated 2026-01-05
+    clock.advance(days=3)
+    await call(client, "memory_save", content="The proxy is nginx.")  # 2026-01-08: a kind recall leaves out
 
     on_another_day = await call(client, "memory_recall", query="Jan 9")
     unknown_on_another_day = await call(client, "memory_smart_search", query="opensearch on 2025-03-02")
-    weeks_ago = await call(client, "memory_recall", query="standup two weeks ago")  # in December
+    weeks_ago = await call(client, "memory_recall", query="standup two weeks ago")  # late December
     on_its_day = await call(client, "memory_recall", query="Jan 5")
 
+    # the days the records searched span tell where to look instead
     assert on_another_day["hits"] == []
-    assert on_another_day["hint"] == "No searchable record is dated 'Jan 9'."
+    assert on_another_day["hint"] == "No searchable record is dated 'Jan 9' (those searched are dated 2026-01-05)."
     assert unknown_on_another_day["hint"] == (
         "No searchable record holds 'opensearch': check the spelling, or try other words for it. "
-        "No searchable record is dated '2025-03-02'."
+        "No searchable record is dated '2025-03-02' (those searched are dated 2026-01-05 to 2026-01-08)."
     )
     assert weeks_ago["hint"] == (
         "No searchable record holds 'standup': check the spelling, or try other words for it. "
-        "No searchable record is dated 'two weeks ago'."
+        "No searchable record is dated 'two weeks ago' (those searched are dated 2026-01-05)."
     )
     assert [hit["snippet"] for hit in on_its_day["hits"]] == ["The proxy listens on port 8080."]

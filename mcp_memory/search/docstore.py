@@ -147,6 +147,12 @@ class DocStore:
         docs = docs[self._mask(docs, flt)].tolist()
         return [(self.keys[i] or "", self.blobs[i] or b"") for i in docs]
 
+    def date_span(self, flt: Filter) -> tuple[float, float] | None:
+        """The earliest and latest date (epoch seconds) of the live documents passing the filter."""
+        count = len(self.keys)
+        ats = self._at[:count][self._alive[:count] & self._mask(None, flt)]
+        return (float(ats.min()), float(ats.max())) if len(ats) else None
+
     def kind_counts(self) -> dict[int, int]:
         """Live documents per kind code."""
         live = self._kind[: len(self.keys)][self._alive[: len(self.keys)]]

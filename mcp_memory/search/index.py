@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import date, datetime
 from typing import NamedTuple
 from zoneinfo import ZoneInfo
 
@@ -315,6 +315,13 @@ class SearchIndex:
         partition = self._partitions.get(project)
         low = self._low_filter(flt)
         return [] if partition is None or low is None else partition.filtered_keys(low)
+
+    def date_span(self, project: str, flt: SearchFilter) -> tuple[date, date] | None:
+        """The first and last day (in this index's zone) of `project`'s records passing `flt`."""
+        partition = self._partitions.get(project)
+        low = self._low_filter(flt)
+        span = None if partition is None or low is None else partition.date_span(low)
+        return None if span is None else (dates.local_day(span[0], self.zone), dates.local_day(span[1], self.zone))
 
     def terms_of(self, doc_id: str) -> frozenset[int]:
         """The term ids of an indexed document's words, date tokens left out (empty if not indexed)."""

@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from dataclasses import replace
+from datetime import date
 
 from mcp_memory.db import Conn
 from mcp_memory.errors import InvalidInputError
@@ -116,7 +117,8 @@ class SearchService(Service):
                 result.hits = await self._search(conn, project, words, flt, limit, typed_query=searched)
                 if not result.hits:
                     result.hint = (
-                        await self._other_kinds_hint(conn, project, words, wanted) or self._unknown_hint(project, words)
+                        await self._other_kinds_hint(conn, project, words, wanted)
+                        or self._unknown_hint(project, words, wanted)
                         if self._searchable(words)
                         else _NO_WORDS
                     )
@@ -195,7 +197,7 @@ class SearchService(Service):
             return "Nothing matched within session_id, types, since or until; without them some records match."
         if kinds := await self._other_kinds(conn, project, query, flt.kinds or SEARCHABLE_KINDS):
             return f"Nothing of the kinds recall searches matched, but {kinds} do: ask memory_smart_search."
-        return self._unknown_hint(project, query)
+        return self._unknown_hint(project, query, flt.kinds)
 
     async def _other_kinds(self, conn: Conn, project: str, query: str, searched: frozenset[str]) -> str | None:
         """The kinds, other than those `searched`, of which some record matches `query` ("memories and lessons")."""
@@ -212,10 +214,10 @@ class SearchService(Service):
             else None
         )
 
-    def _unknown_hint(self, project: str, query: str) -> str | None:
+    def _unknown_hint(self, project: str, query: str, kinds: frozenset[str] | None) -> str | None:
         """Which of the query's words no searchable record of the project holds (a typo, most often),
-        and which dates it names that none is dated, if any: outcomes and mistake cards, which search
-        does not reach, may still hold them."""
+        and which dates it names that none is dated, with the days records of `kinds` span, if any:
+        outcomes and mistake cards, which search does not reach, may still hold them."""
         index = self.deps.index
         partition, vocab = index.partition(project), index.vocab
 
@@ -235,7 +237,10 @@ class SearchService(Service):
             listed = ", ".join(repr(w) for w in unknown[:8])
             said.append(f"No searchable record holds {listed}: check the spelling, or try other words for it.")
         if undated:
-            said.append(f"No searchable record is dated {', '.join(repr(d) for d in dict.fromkeys(undated))}.")
+            listed = ", ".join(repr(d) for d in dict.fromkeys(undated))
+            span = index.date_span(project, SearchFilter(kinds=kinds))
+            dated = "" if span is None else f" (those searched are dated {_days(*span)})"
+            said.append(f"No searchable record is dated {listed}{dated}.")
         return " ".join(said) or None
 
     async def _fetch(self, conn: Conn, project: str, ids: list[str], into: SmartSearchResult) -> None:
@@ -363,3 +368,8 @@ def _joined(*notes: str | None) -> str | None:
 def _scopes(project: str, kinds: frozenset[str]) -> list[str]:
     """The projects whose records a search of `kinds` reads: global lessons join the project's lessons."""
     return [project, GLOBAL_PROJECT] if "lesson" in kinds and project != GLOBAL_PROJECT else [project]
+
+
+def _days(first: date, last: date) -> str:
+    """A span of days as a hint writes it: `2026-01-05`, or `2025-12-01 to 2026-01-05`."""
+    return first.isoformat() if first == last else f"{first.isoformat()} to {last.isoformat()}"
