@@ -320,20 +320,8 @@ class LessonService(Service):
         With a `task_type`, that type's lessons come before the untyped ones, and other types' are left out."""
         if limit <= 0:
             return []
-        return (await self.ranked_counted(scope, query, task_type=task_type, kinds=kinds, limit=limit))[0]
-
-    async def ranked_counted(
-        self,
-        scope: str,
-        query: str | None,
-        *,
-        task_type: str | None = None,
-        kinds: Sequence[str] | None = None,
-        limit: int = 10,
-    ) -> tuple[list[LessonView], int]:
-        """`ranked`, and how many active lessons it ranked in all, `limit` aside."""
-        [ranking] = await self.rankings(scope, query, task_types=[task_type], kinds=kinds, limit=limit)
-        return ranking
+        [(views, _)] = await self.rankings(scope, query, task_types=[task_type], kinds=kinds, limit=limit)
+        return views
 
     async def rankings(
         self,
@@ -344,7 +332,8 @@ class LessonService(Service):
         kinds: Sequence[str] | None = None,
         limit: int = 10,
     ) -> list[tuple[list[LessonView], int]]:
-        """`ranked_counted` for each of `task_types` (None: every type), from one read of the candidates."""
+        """`ranked` for each of `task_types` (None: every type), from one read of the candidates, each
+        with how many active lessons it ranked in all, `limit` aside."""
         subtypes = frozenset(kinds) if kinds else None
         now = self.now()
         scored: list[tuple[float, str, str | None]] = []  # score, id, task type of each active candidate
