@@ -9,7 +9,7 @@ context, listed with status "faded", and restored by saving it again.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterator, Sequence
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
 from datetime import datetime
 
 from mcp_memory.clock import from_iso, weeks_between
@@ -189,13 +189,18 @@ class LessonService(Service):
         task_type: str | None = None,
         confidence: float | None = None,
         agent_id: str | None = None,
-        source: dict[str, object] | None = None,
+        source: Mapping[str, object] | Callable[[Lesson | None], Mapping[str, object]] | None = None,
     ) -> tuple[Lesson, bool, bool, float | None]:
-        """Create a lesson or reinforce its twin; returns (lesson, created, restored, prior confidence)."""
+        """Create a lesson or reinforce its twin; returns (lesson, created, restored, prior confidence).
+
+        `source` may be made from the twin found (None for a new lesson), for evidence that adds to its own.
+        """
         repo = LessonRepository(tx)
         now = self.now_iso()
         key = fingerprint(content, kind, task_type)
         existing = await find_twin(tx, project, content, kind, task_type)
+        if callable(source):
+            source = source(existing)
         if existing is None:
             lesson = Lesson(
                 id=new_id("lesson"),

@@ -45,7 +45,6 @@ from mcp_memory.services.lesson_identity import (
     RULE_OUTCOMES,
     anti_patterns_for,
     evidence_of,
-    find_twin,
     fingerprint,
     fix_of,
     from_outcomes,
@@ -347,13 +346,16 @@ class OutcomeService(Service):
             if key in seen:  # the same rule twice in one outcome is one piece of evidence
                 continue
             seen.add(key)
-            source: dict[str, object] = {"outcome": outcome.id}
-            twin = await find_twin(tx, outcome.project, item, kind, outcome.task_type)
-            if twin is not None:  # said again: every outcome that says it is its evidence, not the latest alone
+
+            def evidence(twin: Lesson | None) -> dict[str, object]:
+                if twin is None:
+                    return {"outcome": outcome.id}
+                # said again: every outcome that says it is its evidence, not the latest alone
                 said = [i for i in rule_outcomes(twin.source) if i != outcome.id]
-                source[RULE_OUTCOMES] = [*said, outcome.id]
+                return {"outcome": outcome.id, RULE_OUTCOMES: [*said, outcome.id]}
+
             lesson, *_ = await self.lessons.learn(
-                tx, outcome.project, item, kind=kind, task_type=outcome.task_type, source=source
+                tx, outcome.project, item, kind=kind, task_type=outcome.task_type, source=evidence
             )
             ids.append(lesson.id)
         dropped = await self._bound_rules(tx, outcome.project, kind, outcome.task_type)
