@@ -28,11 +28,22 @@ async def test_recall_points_to_smart_search_when_only_memories_or_lessons_match
 
     assert result["hits"] == []
     assert result["hint"] == (
-        "Nothing of the kinds recall searches matched, but lessons and memories do: ask memory_smart_search."
+        "Nothing of the kinds recall searches matched, but lessons and memories do: "
+        "ask memory_smart_search, which searches every kind."
     )
     assert len((await call(client, "memory_smart_search", query="proxy port"))["hits"]) == 2
     with_memories = await call(client, "memory_recall", query="proxy port", include_memories=True)
     assert len(with_memories["hits"]) == 1
+    # each kind alone gets the way to it that costs least
+    assert (await call(client, "memory_recall", query="listens"))["hint"] == (
+        "Nothing of the kinds recall searches matched, but memories do: "
+        "set include_memories to search them too, or ask memory_smart_search."
+    )
+    only_lessons = await call(client, "memory_recall", query="deploying", include_memories=True)
+    assert only_lessons["hint"] == (
+        "Nothing of the kinds recall searches matched, but lessons do: "
+        "ask memory_lesson_recall (or memory_smart_search)."
+    )
 
 
 async def test_recall_says_when_its_filters_left_out_what_matches(client: Client, clock: FakeClock) -> None:

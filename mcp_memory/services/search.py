@@ -196,20 +196,25 @@ class SearchService(Service):
         if narrowed and await self._search(conn, project, query, SearchFilter(kinds=flt.kinds), 1):
             return "Nothing matched within session_id, types, since or until; without them some records match."
         if kinds := await self._other_kinds(conn, project, query, flt.kinds or SEARCHABLE_KINDS):
-            return f"Nothing of the kinds recall searches matched, but {kinds} do: ask memory_smart_search."
+            # the way to them that costs the agent least: memories are one flag away from recall
+            ask = {
+                frozenset({"memory"}): "set include_memories to search them too, or ask memory_smart_search",
+                frozenset({"lesson"}): "ask memory_lesson_recall (or memory_smart_search)",
+            }.get(kinds, "ask memory_smart_search, which searches every kind")
+            return f"Nothing of the kinds recall searches matched, but {_named_kinds(kinds)} do: {ask}."
         return self._unknown_hint(project, query, flt.kinds)
 
-    async def _other_kinds(self, conn: Conn, project: str, query: str, searched: frozenset[str]) -> str | None:
-        """The kinds, other than those `searched`, of which some record matches `query` ("memories and lessons")."""
+    async def _other_kinds(self, conn: Conn, project: str, query: str, searched: frozenset[str]) -> frozenset[str]:
+        """The kinds, other than those `searched`, of which some record matches `query`."""
         others = SEARCHABLE_KINDS - searched
         found = await self._search(conn, project, query, SearchFilter(kinds=others), 5) if others else []
-        return " and ".join(sorted({_PLURAL[hit.kind] for hit in found})) or None
+        return frozenset(hit.kind for hit in found)
 
     async def _other_kinds_hint(self, conn: Conn, project: str, query: str, searched: frozenset[str]) -> str | None:
         """Why a search narrowed by kinds found nothing, when records of other kinds match."""
         kinds = await self._other_kinds(conn, project, query, searched)
         return (
-            f"Nothing of the kinds asked for matched, but {kinds} do: leave kinds out to search them too."
+            f"Nothing of the kinds asked for matched, but {_named_kinds(kinds)} do: leave kinds out to search them too."
             if kinds
             else None
         )
@@ -363,6 +368,11 @@ class SearchService(Service):
 def _joined(*notes: str | None) -> str | None:
     """The notes given, as one hint (None when there is none)."""
     return " ".join(n for n in notes if n) or None
+
+
+def _named_kinds(kinds: frozenset[str]) -> str:
+    """Kinds as a hint names them: "lessons and memories"."""
+    return " and ".join(sorted(_PLURAL[kind] for kind in kinds))
 
 
 def _scopes(project: str, kinds: frozenset[str]) -> list[str]:
