@@ -362,6 +362,13 @@ _V14_PRUNED_OUTCOMES = [
     "CREATE INDEX pruned_outcomes_by_type ON pruned_outcomes (project, task_type, created_at)",
 ]
 
+_V15_OBSERVATIONS_BY_SESSION_TIME = [
+    # When a session's first and latest observations happened (the context's recent sessions, the
+    # sessions list, a session's search date) read every row of each session: 19 ms for the 25
+    # sessions of 500 observations a context lists. With this index, two seeks per session: 0.1 ms.
+    "CREATE INDEX observations_by_session_time ON observations (session_id, coalesce(occurred_at, created_at))",
+]
+
 MIGRATIONS: list[tuple[int, str, list[str]]] = [
     (1, "foundation: every table of the product reference", _V1_FOUNDATION),
     (2, "ranking attributes on stored terms; embedding vectors", _V2_RANKING_AND_VECTORS),
@@ -385,4 +392,9 @@ MIGRATIONS: list[tuple[int, str, list[str]]] = [
         _V13_COMPOSED_PROJECT_NAMES,
     ),
     (14, "what pruned outcomes scored, so score histories outlive them", _V14_PRUNED_OUTCOMES),
+    (
+        15,
+        "an index on observations by session and time, for when each session happened",
+        _V15_OBSERVATIONS_BY_SESSION_TIME,
+    ),
 ]

@@ -14,6 +14,7 @@ from mcp_memory.db import Database
 from mcp_memory.errors import BusyError, ConflictError, StorageError
 from mcp_memory.migrate import apply_migrations
 from mcp_memory.migrations import MIGRATIONS
+from mcp_memory.repositories.observations import SPANS_SQL
 
 SPEC_TABLES = {
     "sessions", "observations", "memories", "lessons", "outcomes", "mistake_cards", "slots", "actions",
@@ -39,6 +40,19 @@ async def test_new_file_gets_every_table_and_records_its_schema_version(tmp_path
         assert tables >= SPEC_TABLES
         assert [v[0] for v in versions] == [m[0] for m in MIGRATIONS]
         assert (mode, fks) == ("wal", 1)
+    finally:
+        await db.close()
+
+
+async def test_when_sessions_happened_is_found_without_reading_their_observations(tmp_path: Path) -> None:
+    db = await Database.open(tmp_path / "m.db")
+    try:
+        async with db.read() as conn:
+            plan = await conn.fetchall(f"EXPLAIN QUERY PLAN {SPANS_SQL}", ('["a", "b"]',))
+        searches = [row[3] for row in plan if row[3].startswith("SEARCH observations")]
+        # a min and a max per session, each a seek to one end of its run in the index that holds the
+        # time, not a pass over every row of the session
+        assert searches == ["SEARCH observations USING INDEX observations_by_session_time (session_id=?)"] * 2
     finally:
         await db.close()
 

@@ -16,6 +16,13 @@ _COLUMNS = (
 )
 _LISTS = ("facts", "concepts", "files")
 _WHEN = "coalesce(occurred_at, created_at)"
+SPANS_SQL = (
+    f"SELECT s.value, (SELECT min({_WHEN}) FROM observations WHERE session_id = s.value), "
+    f"(SELECT max({_WHEN}) FROM observations WHERE session_id = s.value) "
+    "FROM (SELECT DISTINCT value FROM json_each(?)) s"
+)
+"""When each of a list of sessions began and last went on: one min and one max per session, each a
+seek in observations_by_session_time (a GROUP BY over their rows would read every one of them)."""
 
 
 def _obs(row: Row) -> Observation:
@@ -187,12 +194,8 @@ class ObservationRepository(Repository):
     async def spans(self, session_ids: Sequence[str]) -> dict[str, tuple[str, str]]:
         """When the first and the latest kept observation of each session happened (occurred_at,
         else when it was recorded); a session with none kept is left out."""
-        rows = await self.conn.fetchall(
-            f"SELECT session_id, min({_WHEN}), max({_WHEN}) FROM observations "
-            "WHERE session_id IN (SELECT value FROM json_each(?)) GROUP BY session_id",
-            (dump_json(list(session_ids)),),
-        )
-        return {r[0]: (r[1], r[2]) for r in rows}
+        rows = await self.conn.fetchall(SPANS_SQL, (dump_json(list(session_ids)),))
+        return {r[0]: (r[1], r[2]) for r in rows if r[1] is not None}
 
     async def ids_in_session(self, session_id: str) -> list[str]:
         rows = await self.conn.fetchall("SELECT id FROM observations WHERE session_id = ?", (session_id,))
