@@ -1,4 +1,5 @@
-"""The profile's top concepts and files come from a running count the database keeps: after any mix of
+"""The profile's top concepts and files, and its count of observations, come from running counts the database
+keeps: after any mix of
 observing, saving, superseding, forgetting, importing and consolidating, in any project, it equals a
 count made afresh from the records themselves (read back through an export), whichever server wrote them."""
 
@@ -46,6 +47,9 @@ async def assert_counts_true(client: Client) -> None:
     for project in PROJECTS:
         expected = {field: counted_afresh(document, project, field) for field in ("concepts", "files")}
         assert await profile_counts(client, project) == expected, project
+        # the observation count comes from the sessions' own counts: it must hold every one kept
+        kept = sum(row["project"] == project for row in document["tables"]["observations"])
+        assert (await call(client, "memory_profile", project=project))["observations"] == kept, project
 
 
 def _lists(rng: random.Random) -> dict[str, Any]:
@@ -82,7 +86,10 @@ async def test_the_running_count_equals_a_fresh_count_after_random_writes(tmp_pa
     rng = random.Random(7)
     async with AsyncExitStack() as stack:
         client, other = [
-            await stack.enter_async_context(Client(build_server(fresh_settings(tmp_path, name), clock)))
+            # a low cap: sessions fold past it as the walk goes on, and consolidation folds the others
+            await stack.enter_async_context(
+                Client(build_server(fresh_settings(tmp_path, name, observation_cap=10), clock))
+            )
             for name in ("here", "there")
         ]
         for n in range(120):
@@ -106,3 +113,30 @@ async def test_a_second_server_on_the_same_file_keeps_the_same_count(tmp_path: P
         seen_by_first = await profile_counts(first, "test")
 
     assert seen_by_first == {"concepts": [("parser", 2), ("auth", 1)], "files": [("src/app.py", 1)]}
+
+
+async def test_the_observation_count_follows_folds_forgets_and_imports(tmp_path: Path) -> None:
+    clock = FakeClock()
+    async with (
+        Client(build_server(fresh_settings(tmp_path, "here", observation_cap=10), clock)) as client,
+        Client(build_server(fresh_settings(tmp_path, "there"), clock)) as other,
+    ):
+        for n in range(25):  # past the cap: the session folds as it grows
+            await call(client, "memory_observe", content=f"Long note {n}", session_id="long")
+            clock.advance(minutes=1)
+        short = [
+            (await call(client, "memory_observe", content=f"Short {n}", session_id="short"))["id"] for n in range(3)
+        ]
+        for n in range(6):  # the same session on another machine, merged in by an import
+            await call(other, "memory_observe", content=f"Remote note {n}", session_id="long")
+        await call(client, "memory_import", document=await export_document(other, all_projects=True))
+        await call(client, "memory_forget", ids=short[:1])
+        await call(client, "memory_consolidate")
+        document = await export_document(client)
+        profile = await call(client, "memory_profile")
+        listed = await call(client, "memory_observations", limit=1)
+
+    kept = len(document["tables"]["observations"])
+    assert sum(s["folded_count"] for s in document["tables"]["sessions"]) > 0  # the cap folded some
+    assert profile["observations"] == listed["total"] == kept
+    assert kept <= 10 + 2  # the long session within its cap, the short one less its forgotten turn

@@ -229,6 +229,15 @@ class SessionRepository(Repository):
             return int(await self.conn.fetchval("SELECT count(*) FROM sessions"))
         return int(await self.conn.fetchval("SELECT count(*) FROM sessions WHERE project = ?", (project,)))
 
+    async def kept_observations(self, project: str) -> int:
+        """How many observations the project's sessions keep, from their own counts: one row per
+        session read, where counting the observations reads an index entry for each (10 ms at 100k)."""
+        return int(
+            await self.conn.fetchval(
+                "SELECT coalesce(sum(observation_count - folded_count), 0) FROM sessions WHERE project = ?", (project,)
+            )
+        )
+
     async def count_telling(self, project: str) -> int:
         """How many sessions of the project have something to tell: an observation not folded away, a
         summary or a folded digest."""

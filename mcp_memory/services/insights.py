@@ -13,7 +13,6 @@ from mcp_memory.models.learning import (
 )
 from mcp_memory.repositories.memories import MemoryRepository
 from mcp_memory.repositories.meta import MetaRepository
-from mcp_memory.repositories.observations import ObservationRepository
 from mcp_memory.repositories.outcomes import MistakeCardRepository, OutcomeRepository
 from mcp_memory.repositories.profile import ProfileRepository
 from mcp_memory.repositories.sessions import SessionRepository
@@ -93,15 +92,15 @@ class InsightsService(Service):
         """What the project is about and how it has gone."""
         active_lessons = await self.lessons.active_count(project)
         async with self.db.read() as conn:
-            aggregates = ProfileRepository(conn)
+            aggregates, sessions = ProfileRepository(conn), SessionRepository(conn)
             concepts = await aggregates.top_values(project, "concepts", top)
             files = await aggregates.top_values(project, "files", top)
             preferences, _ = await MemoryRepository(conn).page(project, ["preference"], True, top, 0)
             reflection = await MetaRepository(conn).reflection(project)
             return ProfileResult(
                 project=project,
-                sessions=await SessionRepository(conn).count(project),
-                observations=await ObservationRepository(conn).count(project),
+                sessions=await sessions.count(project),
+                observations=await sessions.kept_observations(project),
                 memories=await MemoryRepository(conn).count(project, latest_only=True),
                 lessons=active_lessons,
                 top_concepts=[CountedName(name=n, count=c) for n, c in concepts],
