@@ -162,7 +162,8 @@ def report(results: list[dict[str, Any]], wall: float, markdown: bool) -> str:
     out = table("Lesson reads (ms)", heads, body, markdown=markdown)
     notes = [
         "Notes: N lessons of the project plus N/10 global ones; 'rank all' ranks the project's lessons and",
-        "reads the 50 shown; memory_context also ranks the global scope and counts the project's for its profile.",
+        "reads the 50 shown; memory_context also ranks the global scope (its profile line takes the project's",
+        "count of active lessons from that ranking).",
         "populate (s): " + ", ".join(f"N={r['n']:,} {r['populate_s']:.1f}" for r in results),
     ]
     return "\n".join(header) + out + "\n" + "\n".join(notes) + "\n"

@@ -146,6 +146,10 @@ async def test_the_counts_leave_out_what_no_room_would_show(
     focused = await call(client, "memory_context", budget=300, query="fact corrected", task_type="chore")
 
     assert active == 4 + 55 + 30
+    # the profile counts the project's own active lessons, the context's line as memory_profile
+    assert (await call(client, "memory_profile"))["lessons"] == 4 + 55
+    for result in (compiled, focused):
+        assert ", 59 lessons.\n" in result["text"]
     everything = await unlimited(client, monkeypatch)
     assert everything == {"profile": 1, "lessons": 89, "sessions": 25, "memories": 60 + 7 - 5}
     for result in (compiled, focused):

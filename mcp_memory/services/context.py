@@ -173,11 +173,12 @@ class ContextService(Service):
         # A misspelt word of the focus is searched as the known word beside it (search/spelling.py);
         # an embedding model reads the focus as typed.
         words = focus and respell_query(self.deps.index, [project, GLOBAL_PROJECT], focus).text
-        profile = await self.insights.profile(project, top=8)
+        lessons, active = await self._lessons(project, words, task_type)
+        profile = await self.insights.profile(project, top=8, active_lessons=active)
         return [
             await self._pinned(project),
             self._profile(profile),
-            await self._lessons(project, words, task_type),
+            lessons,
             await self._mistakes(project, task_type),
             await self._sessions(project),
             await self._memories(project, focus, words, set(profile.preferences[:_PREFERENCES])),
@@ -292,11 +293,12 @@ class ContextService(Service):
         section.items.append(_Item("\n".join(lines), None, "project profile"))
         return section
 
-    async def _lessons(self, project: str, focus: str | None, task_type: str | None) -> _Section:
+    async def _lessons(self, project: str, focus: str | None, task_type: str | None) -> tuple[_Section, int]:
+        """The lessons section, and how many of the project's own lessons are active (the profile's count)."""
         found: list[LessonView] = []
         later: list[LessonView] = []
         matched: set[str] = set()
-        total = 0
+        actives: list[int] = []  # of each scope: the project's first
         scopes = [project] if project == GLOBAL_PROJECT else [project, GLOBAL_PROJECT]
         for scope, share in zip(scopes, (10, 5), strict=False):
             # The focus puts what matches first; then what applies to the task type (its own lessons and
@@ -308,24 +310,23 @@ class ContextService(Service):
             orders = [task_type, None] if task_type else [None]
             rankings = await self.lessons.rankings(scope, None, task_types=orders, limit=limit)
             ranked = _unique(relevant + [lesson for views, _ in rankings for lesson in views])[:limit]
-            active = rankings[-1][1]  # every active lesson of the scope (the last ranking is of every type)
+            # Every active lesson of the scope is one the section shows given unlimited room (the task
+            # type's and the focus's first, the rest after): the last ranking, of every type, counts them.
+            actives.append(rankings[-1][1])
             found += ranked[:share]  # the project's share, then the global one, before either's rest
             later += ranked[share:]
-            # Every active lesson of the scope is one the section shows given unlimited room: the task
-            # type's and the focus's come first, and the rest follow.
-            total += active
         # What matches the focus, then the task type's own lessons, lead whatever their scope: a global
         # lesson that applies comes before the project's that do not (stable: each tier keeps its order).
         ordered = sorted(
             found + later,
             key=lambda lesson: (lesson.id not in matched, task_type is None or lesson.task_type != task_type),
         )
-        section = _Section("lessons", "\n## Lessons\n", share=len(found), total=total)
+        section = _Section("lessons", "\n## Lessons\n", share=len(found), total=sum(actives))
         for lesson in ordered:
             detail = f" — {lesson.context}" if lesson.kind == "anti_pattern" and lesson.context else ""
             line = f"- [{lesson.kind} {lesson.confidence:.2f}] {shorten(lesson.content, 300)}{detail} ({lesson.id})"
             section.items.append(_Item(line, lesson.id, shorten(lesson.content, 80)))
-        return section
+        return section, actives[0]
 
     async def _mistakes(self, project: str, task_type: str | None) -> _Section:
         section = _Section("mistake_cards", "\n## Mistakes to avoid\n", share=5)

@@ -88,9 +88,11 @@ class InsightsService(Service):
             )
         return stats
 
-    async def profile(self, project: str, top: int = 10) -> ProfileResult:
-        """What the project is about and how it has gone."""
-        active_lessons = await self.lessons.active_count(project)
+    async def profile(self, project: str, top: int = 10, active_lessons: int | None = None) -> ProfileResult:
+        """What the project is about and how it has gone; `active_lessons` when the caller has just
+        ranked the project's lessons (every lesson is read to count the active ones)."""
+        if active_lessons is None:
+            active_lessons = await self.lessons.active_count(project)
         async with self.db.read() as conn:
             aggregates, sessions = ProfileRepository(conn), SessionRepository(conn)
             concepts = await aggregates.top_values(project, "concepts", top)
