@@ -117,14 +117,16 @@ async def test_an_export_through_a_link_replaces_the_linked_file_and_keeps_the_l
 ) -> None:
     await populate(client, clock)
     backup = tmp_path / "backup-1.json"
-    backup.write_text("old backup")
+    await call(client, "memory_export", path=str(backup))  # an earlier export, which the link names
+    await call(client, "memory_save", content="Saved after the earlier export.")
     latest = tmp_path / "latest.json"
     latest.symlink_to(backup)
 
     await call(client, "memory_export", path=str(latest), overwrite=True)
 
     assert latest.is_symlink()
-    assert json.loads(backup.read_text())["format"] == "mcp-memory-export"
+    memories = json.loads(backup.read_text())["tables"]["memories"]
+    assert "Saved after the earlier export." in [m["content"] for m in memories]
 
 
 async def test_an_export_over_something_not_a_regular_file_is_refused(client: Client, tmp_path: Path) -> None:
@@ -133,3 +135,39 @@ async def test_an_export_over_something_not_a_regular_file_is_refused(client: Cl
     message = await call_error(client, "memory_export", path=str(fifo), overwrite=True)
     assert f"path: {fifo} is not a regular file" in message
     assert fifo.is_fifo()
+
+
+@pytest.mark.parametrize("overwrite", [False, True])
+async def test_a_file_that_is_not_an_export_is_never_overwritten(
+    client: Client, clock: FakeClock, tmp_path: Path, overwrite: bool
+) -> None:
+    await populate(client, clock)
+    notes = tmp_path / "notes.md"
+    notes.write_text("# My notes\n\nThe deploy key lives in the vault.\n")
+
+    message = await call_error(client, "memory_export", path=str(notes), overwrite=overwrite)
+
+    assert message.endswith(
+        f"path: {notes} is not an mcp-memory export; overwrite replaces only an earlier export, "
+        "so name another file (or move that one away first)"
+    )
+    assert notes.read_text() == "# My notes\n\nThe deploy key lives in the vault.\n"
+
+
+async def test_overwrite_replaces_an_earlier_export_or_an_empty_file(
+    client: Client, clock: FakeClock, tmp_path: Path
+) -> None:
+    await populate(client, clock)
+    earlier, empty = tmp_path / "backup.json", tmp_path / "empty.json"
+    await call(client, "memory_export", path=str(earlier))
+    empty.write_text("")
+    await call(client, "memory_save", content="Saved after the first export.")
+
+    for target in (earlier, empty):
+        refused = await call_error(client, "memory_export", path=str(target))
+        await call(client, "memory_export", path=str(target), overwrite=True)
+        document = json.loads(target.read_text(encoding="utf-8"))
+
+        assert refused.endswith(f"path: {target} exists; pass overwrite=true to replace it")
+        contents = [m["content"] for m in document["tables"]["memories"]]
+        assert "Saved after the first export." in contents

@@ -445,20 +445,6 @@ async def test_export_and_import_through_a_file(client: Client, clock: FakeClock
     assert copied == original
 
 
-async def test_export_refuses_to_overwrite_a_file_unless_told(client: Client, tmp_path: Path) -> None:
-    target = tmp_path / "backup.json"
-    target.write_text("precious")
-    await call(client, "memory_save", content="Something to export.")
-
-    message = await call_error(client, "memory_export", path=str(target))
-    assert "path" in message
-    assert "overwrite" in message
-    assert target.read_text() == "precious"
-
-    await call(client, "memory_export", path=str(target), overwrite=True)
-    assert json.loads(target.read_text())["tables"]["memories"][0]["content"] == "Something to export."
-
-
 async def test_importing_a_file_that_is_not_json_names_path(client: Client, tmp_path: Path) -> None:
     target = tmp_path / "notes.txt"
     target.write_text("not json at all")

@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
+import re
 import tempfile
 import time
 from pathlib import Path
@@ -20,6 +21,10 @@ import anyio.to_thread
 from mcp_memory.errors import InvalidInputError
 
 TEMPORARY_SUFFIX = ".mcp-memory-export.tmp"
+_EXPORT_MARK = re.compile(rb'"format"\s*:\s*"mcp-memory-export"')
+_HEAD_BYTES = 65_536
+"""How much of an existing file is read for the mark of an export (its keys are written sorted, so
+"format" leads; another tool's reformatting may move it, though seldom this far)."""
 STALE_AFTER_S = 3600.0
 """A temporary export file this old is a killed export's leftover (an export takes minutes at most)."""
 _DATABASE_FILES = ("", "-wal", "-shm", "-journal", "-index")
@@ -49,6 +54,26 @@ async def regular_target(field: str, target: anyio.Path) -> anyio.Path:
     if await target.exists() and not await target.is_file():
         raise InvalidInputError(field, f"{target} is not a regular file (a folder, device or socket); name a file")
     return target
+
+
+async def refuse_foreign_file(field: str, target: anyio.Path) -> None:
+    """Refuse to overwrite a file that holds something other than an export: `overwrite` replaces an
+    earlier export (or an empty file), never a user's own file an agent happened to name."""
+    try:
+        async with await anyio.open_file(target, "rb") as handle:
+            head = await handle.read(_HEAD_BYTES)
+    except FileNotFoundError:
+        return
+    except OSError as exc:
+        raise InvalidInputError(
+            field, f"cannot read {target} to check it is an export: {exc.strerror or exc}"
+        ) from None
+    if head.strip() and not _EXPORT_MARK.search(head):
+        raise InvalidInputError(
+            field,
+            f"{target} is not an mcp-memory export; overwrite replaces only an earlier export, "
+            "so name another file (or move that one away first)",
+        )
 
 
 async def temporary_beside(target: anyio.Path) -> anyio.Path:

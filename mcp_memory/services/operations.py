@@ -24,7 +24,13 @@ from mcp_memory.repositories.observations import ObservationRepository
 from mcp_memory.repositories.outcomes import MistakeCardRepository
 from mcp_memory.repositories.sessions import SessionRepository
 from mcp_memory.services.common import Deps, Progress, Service, no_progress
-from mcp_memory.services.export_file import publish, refuse_database_files, regular_target, temporary_beside
+from mcp_memory.services.export_file import (
+    publish,
+    refuse_database_files,
+    refuse_foreign_file,
+    regular_target,
+    temporary_beside,
+)
 from mcp_memory.services.export_format import (
     RowParser,
     check_document,
@@ -82,6 +88,7 @@ class OperationsService(Service):
             return ExportResult(counts={name: len(rows) for name, rows in tables.items()}, document=document)
         target = await regular_target("path", await self._file_path("path", path))
         refuse_database_files("path", Path(target), self.db.path)
+        await refuse_foreign_file("path", target)  # before the hint below, which offers to overwrite it
         if await target.exists() and not overwrite:  # refused before the work; publish checks again after
             raise InvalidInputError("path", f"{target} exists; pass overwrite=true to replace it")
         temporary: anyio.Path | None = None

@@ -31,7 +31,9 @@ async def memory_export(
     ctx: Ctx,
     all_projects: Annotated[bool, Field(description="Export every project instead of one.")] = False,
     path: FilePath = None,
-    overwrite: Annotated[bool, Field(description="Replace an existing file at path.")] = False,
+    overwrite: Annotated[
+        bool, Field(description="Replace an earlier export at path (a file that is not an export is never replaced).")
+    ] = False,
     project: Project = None,
 ) -> ExportResult:
     """Export memory as versioned JSON (inline, or to a file), for backup or moving between machines."""
