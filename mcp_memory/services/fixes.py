@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import re
 from collections import Counter
-from collections.abc import Sequence
-from itertools import pairwise
+from collections.abc import Callable, Sequence
+from itertools import islice
 
 from mcp_memory.models.records import Observation
 from mcp_memory.search.analyzer import Analyzer
@@ -15,9 +15,8 @@ _MAY_FIX = {"note", "file_change", "decision", "discovery", "tool_use"}
 """Types an agent also records a fix as, when it does not call it a fix."""
 _SAYS_FIXED = re.compile(
     r"\b(?:fix(?:ed|es)?|resolv(?:ed|es)|solv(?:ed|es)|worked|works (?:now|again)|working again|"
-    r"pass(?:es|ed|ing)?(?: again)?|workaround|repaired|no longer)\b",
-    re.IGNORECASE,
-)
+    r"pass(?:es|ed|ing)?(?: again)?|workaround|repaired|no longer)\b"
+)  # searched in lower-cased text: a case-blind pattern takes twice as long, and every search asks it
 _GENERIC_WORDS = "error errors fix fixed fixes fixing fail failed failing failure bug issue problem exception resolved"
 """Words every error or fix may say: sharing only these does not make a fix the fix of an error."""
 _CHANGES = {"file_change", "decision"}
@@ -49,28 +48,39 @@ determiner ("the failing test") or a condition or reason ("a guard for when pars
 
 
 def fixes_of(
-    analyzer: Analyzer, errors: Sequence[Observation], observations: Sequence[Observation]
+    analyzer: Analyzer,
+    errors: Sequence[Observation],
+    observations: Sequence[Observation],
+    usable: Callable[[Observation], bool] = lambda _: True,
 ) -> dict[str, Observation]:
-    """The fix of each error (by error id) among a session's `observations` (in order): the later fix
-    that shares the most distinctive words with it (files and identifiers are words too), else a fix
-    recorded right after it, else the later observation of another type that says it fixed something
-    ("tests pass again") and matches it best. A fix another error matches far better is that error's."""
+    """The fix of each error (by error id) among a session's `observations` (in order) that are
+    `usable`: the later fix that shares the most distinctive words with it (files and identifiers are
+    words too), else a fix recorded right after it, else the later observation of another type that
+    says it fixed something ("tests pass again") and matches it best. A fix another error matches far
+    better is that error's. `usable` is asked only of the observations a pairing looks at."""
     generic = set(analyzer.terms(_GENERIC_WORDS))
 
     def terms(obs: Observation) -> frozenset[str]:
         found = analyzer.terms("\n".join([obs.title, *obs.concepts, *obs.files]))
         return frozenset(t for t in found if t not in generic and not t.isdigit())
 
-    fixes = [(o, terms(o)) for o in observations if o.type == "fix"]
+    fixes = [(o, terms(o)) for o in observations if o.type == "fix" and usable(o)]
     # the opening of a note says what it did; a long one is not read to its end for every summary
-    told = [(o, terms(o)) for o in observations if o.type in _MAY_FIX and _SAYS_FIXED.search(o.content, 0, _HEAD)]
-    match = _Matcher([(o, terms(o)) for o in observations if o.type == "error"], fixes, told)
-    following = {a.id: b for a, b in pairwise(observations)}
+    told = [
+        (o, terms(o))
+        for o in observations
+        if o.type in _MAY_FIX and _SAYS_FIXED.search(o.content[:_HEAD].lower()) and usable(o)
+    ]
+    rivals = [(o, terms(o)) for o in observations if o.type == "error" and usable(o)]
+    words_of = {o.id: words for o, words in rivals}
+    match = _Matcher(rivals, fixes, told)
+    position = {o.id: i for i, o in enumerate(observations)}
     paired: dict[str, Observation] = {}
     for error in errors:
-        words = terms(error)
+        words = words_of.get(error.id) or terms(error)
         fix = match.fix_of(error, words)
-        after = following.get(error.id)
+        at = position.get(error.id)
+        after = None if at is None else next((o for o in islice(observations, at + 1, None) if usable(o)), None)
         if fix is None and after is not None and after.type == "fix":
             # recorded right after it, but what another error's fix is says nothing of this one
             fix = None if match.answers_another(error, words, after) else after
@@ -154,16 +164,32 @@ def pair_fixes(
     if not errors:
         return {}
     first = min(e.seq for e in errors)  # what came before every error fixes none: spare reading it
-    usable = [o for o in observations if o.seq <= first or o.type in _NEVER_REPORTS or not _reports_failure(o)]
-    by_words = fixes_of(analyzer, errors, usable)
-    changes = [(o, _anchors(o)) for o in usable if o.type in _CHANGES]
+    failing: dict[str, bool] = {}
+    named_by: dict[str, set[str]] = {}
+
+    # Worked out only for the observations a pairing looks at: weighing every clause of every note
+    # in a search's windows would cost each query more than ranking it.
+    def usable(obs: Observation) -> bool:
+        if obs.seq <= first or obs.type in _NEVER_REPORTS:
+            return True
+        if obs.id not in failing:
+            failing[obs.id] = _reports_failure(obs)
+        return not failing[obs.id]
+
+    def anchors(obs: Observation) -> set[str]:
+        if obs.id not in named_by:
+            named_by[obs.id] = _anchors(obs)
+        return named_by[obs.id]
+
+    by_words = fixes_of(analyzer, errors, observations, usable)
     paired: dict[str, Observation] = {}
     for error in errors:
         told = by_words.get(error.id)
-        named = _anchors(error)
-        change = next((o for o, its in changes if o.seq > error.seq and named & its), None)
+        named = anchors(error)
+        later = (o for o in observations if named and o.seq > error.seq and o.type in _CHANGES)
+        change = next((o for o in later if named & anchors(o) and usable(o)), None)
         if told is not None and change is not None and told.type != "fix":
-            told = told if told.seq < change.seq and named & _anchors(told) else change
+            told = told if told.seq < change.seq and named & anchors(told) else change
         if (fix := told or change) is not None:
             paired[error.id] = fix
     return paired
