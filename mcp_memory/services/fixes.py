@@ -51,7 +51,7 @@ def fixes_of(
     analyzer: Analyzer,
     errors: Sequence[Observation],
     observations: Sequence[Observation],
-    usable: Callable[[Observation], bool] = lambda _: True,
+    usable: Callable[[Observation], bool],
 ) -> dict[str, Observation]:
     """The fix of each error (by error id) among a session's `observations` (in order) that are
     `usable`: the later fix that shares the most distinctive words with it (files and identifiers are
