@@ -167,8 +167,8 @@ def pair_fixes(
     failing: dict[str, bool] = {}
     named_by: dict[str, set[str]] = {}
 
-    # Worked out only for the observations a pairing looks at: weighing every clause of every note
-    # in a search's windows would cost each query more than ranking it.
+    # Asked only of the observations a pairing looks at: weighing every clause of every note in a
+    # recall's windows was a third of what naming each error hit's fix cost.
     def usable(obs: Observation) -> bool:
         if obs.seq <= first or obs.type in _NEVER_REPORTS:
             return True
