@@ -263,6 +263,7 @@ async def _populate(n: int, db: Path) -> dict[str, Any]:
     from mcp_memory.repositories.sessions import SessionRepository
     from mcp_memory.services.compress import TYPE_IMPORTANCE, compress
     from mcp_memory.services.episodic_docs import observation_doc
+    from mcp_memory.services.fixes import Cues
 
     t0 = time.perf_counter()
     corpus = Corpus()
@@ -308,7 +309,7 @@ async def _populate(n: int, db: Path) -> dict[str, Any]:
                         occurred_at=when[i],
                         created_at=when[i],
                     )
-                    await observations.add(obs)
+                    await observations.add(obs, Cues.of(kind, obs.title, text, obs.files).dump())
                     specs.append(observation_doc(obs))
                     if sampled < 2000:
                         content_terms += len(analyzer.terms(text))

@@ -369,6 +369,18 @@ _V15_OBSERVATIONS_BY_SESSION_TIME = [
     "CREATE INDEX observations_by_session_time ON observations (session_id, coalesce(occurred_at, created_at))",
 ]
 
+_V16_FIX_CUES = [
+    # Naming the fix of each error a search finds ran the patterns of services/fixes.py over every
+    # observation of a window after it, on every query: about 2 ms of a 9 ms recall at 100k. What
+    # they find depends on the observation alone, so it is worked out when the observation is
+    # recorded or imported (Cues, as JSON; NULL: worked out when read, as for rows from before).
+    "ALTER TABLE observations ADD COLUMN fix_cues TEXT",
+    # Whatever changes an observation's text, its cues are no longer its own.
+    "CREATE TRIGGER observations_fix_cues_stale AFTER UPDATE OF type, title, content, concepts, files "
+    "ON observations WHEN NEW.fix_cues IS OLD.fix_cues AND NEW.fix_cues IS NOT NULL "
+    "BEGIN UPDATE observations SET fix_cues = NULL WHERE id = NEW.id; END",
+]
+
 MIGRATIONS: list[tuple[int, str, list[str]]] = [
     (1, "foundation: every table of the product reference", _V1_FOUNDATION),
     (2, "ranking attributes on stored terms; embedding vectors", _V2_RANKING_AND_VECTORS),
@@ -397,4 +409,5 @@ MIGRATIONS: list[tuple[int, str, list[str]]] = [
         "an index on observations by session and time, for when each session happened",
         _V15_OBSERVATIONS_BY_SESSION_TIME,
     ),
+    (16, "what pairing an error with its fix reads of each observation, worked out once", _V16_FIX_CUES),
 ]

@@ -29,12 +29,19 @@ def _obs(row: Row) -> Observation:
     return Observation(**row_dict(row, _LISTS))
 
 
+def _obs_with_cues(row: Row) -> tuple[Observation, str | None]:
+    data = row_dict(row, _LISTS)
+    cues = data.pop("fix_cues")
+    return Observation(**data), cues
+
+
 class ObservationRepository(Repository):
     """Observations; every query is confined to one project."""
 
-    async def add(self, obs: Observation) -> None:
+    async def add(self, obs: Observation, fix_cues: str | None = None) -> None:
+        """Store an observation with the cues pairing reads of it (services/fixes.py)."""
         await self.conn.execute(
-            f"INSERT INTO observations ({_COLUMNS}) VALUES ({placeholders(15)})",
+            f"INSERT INTO observations ({_COLUMNS}, fix_cues) VALUES ({placeholders(16)})",
             (
                 obs.id,
                 obs.project,
@@ -51,8 +58,18 @@ class ObservationRepository(Repository):
                 obs.ref,
                 obs.occurred_at,
                 obs.created_at,
+                fix_cues,
             ),
         )
+
+    async def set_fix_cues(self, cues: Sequence[tuple[str, str]]) -> None:
+        """Store (id, cues) for observations stored without them (an import's rows)."""
+        await self.conn.executemany("UPDATE observations SET fix_cues = ? WHERE id = ?", [(c, i) for i, c in cues])
+
+    async def fix_cues(self, session_id: str) -> dict[str, str | None]:
+        """The stored cues of a session's observations, by id."""
+        rows = await self.conn.fetchall("SELECT id, fix_cues FROM observations WHERE session_id = ?", (session_id,))
+        return {r[0]: r[1] for r in rows}
 
     async def get(self, obs_id: str, project: str, field: str | None = None) -> Observation:
         """An observation of the project, or an error naming the argument (`field`) that named it."""
@@ -150,16 +167,16 @@ class ObservationRepository(Repository):
         )
         return [_obs(r) for r in rows]
 
-    async def windows(self, spans: Sequence[tuple[str, int, int]]) -> list[Observation]:
-        """Observations at positions `first`..`last` of each (session, first, last), by session and
-        position; one statement for them all (a search asks for a few)."""
-        found: list[Observation] = []
+    async def windows(self, spans: Sequence[tuple[str, int, int]]) -> list[tuple[Observation, str | None]]:
+        """Observations at positions `first`..`last` of each (session, first, last), with their
+        stored fix cues, by session and position; one statement for them all (a search asks for a few)."""
+        found: list[tuple[Observation, str | None]] = []
         for chunk in chunked(spans, ID_CHUNK // 3):
             where = " OR ".join(["(session_id = ? AND seq BETWEEN ? AND ?)"] * len(chunk))
             params = [value for span in chunk for value in span]
-            rows = await self.conn.fetchall(f"SELECT {_COLUMNS} FROM observations WHERE {where}", params)
-            found += [_obs(r) for r in rows]
-        return sorted(found, key=lambda o: (o.session_id, o.seq))
+            rows = await self.conn.fetchall(f"SELECT {_COLUMNS}, fix_cues FROM observations WHERE {where}", params)
+            found += map(_obs_with_cues, rows)
+        return sorted(found, key=lambda pair: (pair[0].session_id, pair[0].seq))
 
     async def in_session(self, session_id: str) -> list[Observation]:
         """Every observation of a session, in order."""

@@ -28,6 +28,7 @@ from mcp_memory.search.dates import local_day
 from mcp_memory.services.common import Deps, Service, check_session_id, idle_cutoff, moment, time_window
 from mcp_memory.services.compress import TYPE_IMPORTANCE, compress, shorten
 from mcp_memory.services.episodic_docs import digest_line, observation_doc, session_doc_of, session_docs
+from mcp_memory.services.fixes import Cues
 from mcp_memory.services.index_docs import DocSpec
 from mcp_memory.services.relations import drop_relations
 
@@ -68,6 +69,7 @@ class EpisodicService(Service):
         instant = self.now()  # one moment for the whole call: a new session starts when its first observation is made
         now = to_iso(instant)
         agent = scrub.optional(agent_id or self.settings.agent_id)
+        cues = Cues.of(type, packed.title, content, packed.files).dump()  # before the write lock is taken
         async with self.db.transaction("memory_observe", actor=agent, project=project) as tx:
             session, created = await self._session_for(tx, project, agent, session_id, instant)
             obs = Observation(
@@ -87,7 +89,7 @@ class EpisodicService(Service):
                 occurred_at=when,
                 created_at=now,
             )
-            await ObservationRepository(tx).add(obs)
+            await ObservationRepository(tx).add(obs, cues)
             tx.changed("observation", obs.id, "create")
             sessions = SessionRepository(tx)
             await sessions.record_observation(session.id, now, obs.title)
@@ -366,8 +368,10 @@ class EpisodicService(Service):
         return TimelineResult(project=project, anchor_id=anchor, entries=entries)
 
     async def reindex_observations(self, tx: Tx, observations: Sequence[Observation]) -> None:
-        """Index stored observations (after an import)."""
+        """Index stored observations (after an import), and store the cues pairing reads of them."""
         await self.deps.indexer.put_many(tx, [observation_doc(o) for o in observations])
+        cues = [(o.id, Cues.of(o.type, o.title, o.content, o.files).dump()) for o in observations]
+        await ObservationRepository(tx).set_fix_cues(cues)
 
     async def reindex_sessions(self, tx: Tx, sessions: Sequence[Session]) -> None:
         """Index stored sessions that have something to search, unindex the others."""

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import json
 import re
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from itertools import islice
 
 from mcp_memory.models.records import Observation
@@ -45,10 +47,108 @@ _NOT_A_REPORT = re.compile(
 )
 """Before a failure word, what makes it no report of one: a negation ("no longer fails"), a
 determiner ("the failing test") or a condition or reason ("a guard for when parsing fails")."""
+CUES_VERSION = 1
+"""Bump whenever `Cues.of` would work out different cues (these patterns, `_HEAD`, compress's
+`extract_files` or `extract_identifiers`): cues stored before are then worked out again when read."""
+
+
+@dataclass(frozen=True, slots=True)
+class Cues:
+    """What pairing an error with its fix reads of one observation's text. It depends on that
+    observation alone, so it is worked out when the observation is recorded and stored with it: a
+    search then pairs the errors it finds without running these patterns over their windows again.
+
+    Its words (`CueBook.terms`) are not stored: they take the most room and the analyzer, which
+    remembers the words it has seen, gives them quickly.
+    """
+
+    says_fixed: bool
+    """Its opening says it fixed something ("tests pass again")."""
+    reports_failure: bool
+    """It says something failed (`_reports_failure`)."""
+    anchors: frozenset[str] | None
+    """The files and identifiers it names (`_anchors`); None where pairing never asks (an
+    observation of a type that neither fails, changes something nor says it fixed something)."""
+
+    @classmethod
+    def of(cls, type: str, title: str, content: str, files: Sequence[str]) -> Cues:
+        """The cues of an observation of this type and text."""
+        says_fixed = _says_fixed(content)
+        asked = type == "error" or type in _CHANGES or (says_fixed and type in _MAY_FIX)
+        return cls(says_fixed, _reports_failure(title, content), _anchors(title, content, files) if asked else None)
+
+    def dump(self) -> str:
+        """The stored form, marked with the version of the rules that made it."""
+        data: dict[str, object] = {"v": CUES_VERSION, "s": self.says_fixed, "f": self.reports_failure}
+        if self.anchors is not None:
+            data["a"] = sorted(self.anchors)
+        return json.dumps(data, ensure_ascii=False, separators=(",", ":"))
+
+    @classmethod
+    def load(cls, text: str | None) -> Cues | None:
+        """Stored cues, or None when there are none or other rules made them."""
+        if not text:
+            return None
+        try:
+            data = json.loads(text)
+            if data["v"] != CUES_VERSION:
+                return None
+            anchors = data.get("a")
+            return cls(bool(data["s"]), bool(data["f"]), None if anchors is None else frozenset(anchors))
+        except (ValueError, KeyError, TypeError, AttributeError):
+            return None  # a damaged cache is worked out again, not an error
+
+
+class CueBook:
+    """The cues of a pairing's observations: as stored when they are current, else worked out when
+    first asked, and only the one asked (most observations are asked one thing or none)."""
+
+    def __init__(self, analyzer: Analyzer, stored: Mapping[str, str | None] | None = None) -> None:
+        self._analyzer = analyzer
+        self._generic = set(analyzer.terms(_GENERIC_WORDS))
+        self._stored = stored or {}
+        self._loaded: dict[str, Cues | None] = {}
+        self._terms: dict[str, frozenset[str]] = {}
+        self._failing: dict[str, bool] = {}
+        self._anchors: dict[str, frozenset[str]] = {}
+
+    def terms(self, obs: Observation) -> frozenset[str]:
+        """Its distinctive words: sharing only words every error or fix says pairs nothing."""
+        if obs.id not in self._terms:
+            found = self._analyzer.terms("\n".join([obs.title, *obs.concepts, *obs.files]))
+            self._terms[obs.id] = frozenset(t for t in found if t not in self._generic and not t.isdigit())
+        return self._terms[obs.id]
+
+    def says_fixed(self, obs: Observation) -> bool:
+        """Whether its opening says it fixed something."""
+        if (cues := self._cues(obs)) is not None:
+            return cues.says_fixed
+        return _says_fixed(obs.content)
+
+    def reports_failure(self, obs: Observation) -> bool:
+        """Whether it says something failed."""
+        if (cues := self._cues(obs)) is not None:
+            return cues.reports_failure
+        if obs.id not in self._failing:
+            self._failing[obs.id] = _reports_failure(obs.title, obs.content)
+        return self._failing[obs.id]
+
+    def anchors(self, obs: Observation) -> frozenset[str]:
+        """The files and identifiers it names."""
+        if (cues := self._cues(obs)) is not None and cues.anchors is not None:
+            return cues.anchors
+        if obs.id not in self._anchors:
+            self._anchors[obs.id] = _anchors(obs.title, obs.content, obs.files)
+        return self._anchors[obs.id]
+
+    def _cues(self, obs: Observation) -> Cues | None:
+        if obs.id not in self._loaded:
+            self._loaded[obs.id] = Cues.load(self._stored.get(obs.id))
+        return self._loaded[obs.id]
 
 
 def fixes_of(
-    analyzer: Analyzer,
+    book: CueBook,
     errors: Sequence[Observation],
     observations: Sequence[Observation],
     usable: Callable[[Observation], bool],
@@ -58,19 +158,9 @@ def fixes_of(
     words too), else a fix recorded right after it, else the later observation of another type that
     says it fixed something ("tests pass again") and matches it best. A fix another error matches far
     better is that error's. `usable` is asked only of the observations a pairing looks at."""
-    generic = set(analyzer.terms(_GENERIC_WORDS))
-
-    def terms(obs: Observation) -> frozenset[str]:
-        found = analyzer.terms("\n".join([obs.title, *obs.concepts, *obs.files]))
-        return frozenset(t for t in found if t not in generic and not t.isdigit())
-
+    terms = book.terms
     fixes = [(o, terms(o)) for o in observations if o.type == "fix" and usable(o)]
-    # the opening of a note says what it did; a long one is not read to its end for every summary
-    told = [
-        (o, terms(o))
-        for o in observations
-        if o.type in _MAY_FIX and _SAYS_FIXED.search(o.content[:_HEAD].lower()) and usable(o)
-    ]
+    told = [(o, terms(o)) for o in observations if o.type in _MAY_FIX and book.says_fixed(o) and usable(o)]
     rivals = [(o, terms(o)) for o in observations if o.type == "error" and usable(o)]
     words_of = {o.id: words for o, words in rivals}
     match = _Matcher(rivals, fixes, told)
@@ -151,9 +241,13 @@ class _Matcher:
 
 
 def pair_fixes(
-    analyzer: Analyzer, errors: Sequence[Observation], observations: Sequence[Observation]
+    analyzer: Analyzer,
+    errors: Sequence[Observation],
+    observations: Sequence[Observation],
+    stored: Mapping[str, str | None] | None = None,
 ) -> dict[str, Observation]:
-    """The fix of each error (by id) among a session's `observations` (in order).
+    """The fix of each error (by id) among a session's `observations` (in order), reading their
+    `stored` cues (by id) where those are current.
 
     An observation that reports a failure ("X passes now; Y still fails") fixes nothing, unless the
     agent typed it `fix`: that is its word that it is one ("Broke the import cycle by ..."). Of the
@@ -164,24 +258,15 @@ def pair_fixes(
     if not errors:
         return {}
     first = min(e.seq for e in errors)  # what came before every error fixes none: spare reading it
-    failing: dict[str, bool] = {}
-    named_by: dict[str, set[str]] = {}
+    book = CueBook(analyzer, stored)
+    anchors = book.anchors
 
     # Asked only of the observations a pairing looks at: weighing every clause of every note in a
     # recall's windows was a third of what naming each error hit's fix cost.
     def usable(obs: Observation) -> bool:
-        if obs.seq <= first or obs.type in _NEVER_REPORTS:
-            return True
-        if obs.id not in failing:
-            failing[obs.id] = _reports_failure(obs)
-        return not failing[obs.id]
+        return obs.seq <= first or obs.type in _NEVER_REPORTS or not book.reports_failure(obs)
 
-    def anchors(obs: Observation) -> set[str]:
-        if obs.id not in named_by:
-            named_by[obs.id] = _anchors(obs)
-        return named_by[obs.id]
-
-    by_words = fixes_of(analyzer, errors, observations, usable)
+    by_words = fixes_of(book, errors, observations, usable)
     paired: dict[str, Observation] = {}
     for error in errors:
         told = by_words.get(error.id)
@@ -195,9 +280,14 @@ def pair_fixes(
     return paired
 
 
-def _reports_failure(obs: Observation) -> bool:
+def _says_fixed(content: str) -> bool:
+    """Whether an observation's opening says it fixed something: a long note is not read to its end."""
+    return _SAYS_FIXED.search(content[:_HEAD].lower()) is not None
+
+
+def _reports_failure(title: str, content: str) -> bool:
     """Whether an observation says something failed (a clause such as "Y still fails with 401")."""
-    text = f"{obs.title}\n{obs.content[:_HEAD]}".casefold()
+    text = f"{title}\n{content[:_HEAD]}".casefold()
     if not _FAILURE.search(text) and not _NEGATED_SUCCESS.search(text):
         return False  # most observations: no clause to weigh
     return any(_says_failure(c) for c in _CLAUSE.split(text) if c.strip())
@@ -213,8 +303,8 @@ def _says_failure(clause: str) -> bool:
     return any(not _NOT_A_REPORT.search(clause, 0, m.start()) for m in _FAILURE.finditer(clause))
 
 
-def _anchors(obs: Observation) -> set[str]:
+def _anchors(title: str, content: str, files: Sequence[str]) -> frozenset[str]:
     """The files (and their base names) and code identifiers an observation names, case-folded."""
-    text = f"{obs.title}\n{obs.content[:_HEAD]}"
-    named = {n.casefold() for n in (*obs.files, *extract_files(text), *extract_identifiers(text))}
-    return named | {n.rsplit("/", 1)[-1] for n in named if "/" in n}
+    text = f"{title}\n{content[:_HEAD]}"
+    named = {n.casefold() for n in (*files, *extract_files(text), *extract_identifiers(text))}
+    return frozenset(named | {n.rsplit("/", 1)[-1] for n in named if "/" in n})

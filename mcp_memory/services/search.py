@@ -287,11 +287,13 @@ class SearchService(Service):
         # not whole sessions (a session of thousands would cost every query).
         spans = [(s, min(o.seq for o in e), max(o.seq for o in e) + FIX_WINDOW) for s, e in by_session.items()]
         windows: dict[str, list[Observation]] = {}
-        for obs in await observations.windows(spans):
+        cues: dict[str, str | None] = {}
+        for obs, stored in await observations.windows(spans):
             windows.setdefault(obs.session_id, []).append(obs)
+            cues[obs.id] = stored
         paired: dict[str, Observation] = {}
         for session_id, mine in by_session.items():
-            paired |= pair_fixes(self.deps.index.analyzer, mine, windows.get(session_id, []))
+            paired |= pair_fixes(self.deps.index.analyzer, mine, windows.get(session_id, []), cues)
         for error_id, fix in paired.items():
             rendered[error_id].fixed_by = FixRef(id=fix.id, text=shorten(fix.content, 200))
 

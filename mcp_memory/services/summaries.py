@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 import re
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from mcp_memory.db import Tx
 from mcp_memory.errors import InvalidInputError
@@ -111,12 +111,13 @@ class SummaryService(Service):
                 source="sampling" if session.summary_source == "sampling" else "extractive",
                 changed=False,
             )
-        observations = await ObservationRepository(tx).in_session(session.id)
+        repo = ObservationRepository(tx)
+        observations = await repo.in_session(session.id)
         outcomes = await OutcomeRepository(tx).in_session(session.id)
         if not observations and not outcomes and not session.folded_digest:
             return None
         source: SummarySource = "extractive"
-        text = self.draft(session, observations, outcomes)
+        text = self.draft(session, observations, outcomes, await repo.fix_cues(session.id))
         sampled = shorten_lines(self.scrubber().text(model_summary.strip()), SUMMARY_CHARS) if model_summary else ""
         if says_something(sampled):  # a reply of only private parts or punctuation keeps the extractive summary
             text, source = sampled, "sampling"
@@ -136,15 +137,25 @@ class SummaryService(Service):
             session = await SessionRepository(conn).get_or_none(session_id, project)
             if session is None or (_is_current(session) and not force):
                 return None
-            observations = await ObservationRepository(conn).in_session(session.id)
+            repo = ObservationRepository(conn)
+            observations = await repo.in_session(session.id)
             outcomes = await OutcomeRepository(conn).in_session(session.id)
+            cues = await repo.fix_cues(session.id)
         if not observations:
             return None
         lines = [f"- [{o.type}] {shorten(o.title, 160)}" for o in observations[-80:]]
-        return SAMPLING_PROMPT.format(draft=self.draft(session, observations, outcomes), observations="\n".join(lines))
+        draft = self.draft(session, observations, outcomes, cues)
+        return SAMPLING_PROMPT.format(draft=draft, observations="\n".join(lines))
 
-    def draft(self, session: Session, observations: Sequence[Observation], outcomes: Sequence[Outcome]) -> str:
-        """The extractive summary of a session."""
+    def draft(
+        self,
+        session: Session,
+        observations: Sequence[Observation],
+        outcomes: Sequence[Outcome],
+        cues: Mapping[str, str | None] | None = None,
+    ) -> str:
+        """The extractive summary of a session (pairing its errors with their fixes by the observations'
+        stored `cues`, by id, where there are)."""
         title = session.title or _title_for(observations) or public_id(session.id)
         first = (observations[0].occurred_at or observations[0].created_at) if observations else session.started_at
         last = (
@@ -160,7 +171,7 @@ class SummaryService(Service):
             lines.append("Decisions:")
             lines += [f"- {line}" for line in listed]
         errors = [o for o in observations if o.type == "error"][:6]
-        fixed = pair_fixes(self.deps.index.analyzer, errors, observations)
+        fixed = pair_fixes(self.deps.index.analyzer, errors, observations, cues)
         claimed = {fix.id for fix in fixed.values()}
         alone = [o for o in observations if o.type == "fix" and o.id not in claimed][:4]
         if errors or alone:
