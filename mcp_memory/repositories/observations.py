@@ -66,11 +66,6 @@ class ObservationRepository(Repository):
         """Store (id, cues) for observations stored without them (an import's rows)."""
         await self.conn.executemany("UPDATE observations SET fix_cues = ? WHERE id = ?", [(c, i) for i, c in cues])
 
-    async def fix_cues(self, session_id: str) -> dict[str, str | None]:
-        """The stored cues of a session's observations, by id."""
-        rows = await self.conn.fetchall("SELECT id, fix_cues FROM observations WHERE session_id = ?", (session_id,))
-        return {r[0]: r[1] for r in rows}
-
     async def get(self, obs_id: str, project: str, field: str | None = None) -> Observation:
         """An observation of the project, or an error naming the argument (`field`) that named it."""
         found = await self.get_many([obs_id], project)
@@ -180,10 +175,15 @@ class ObservationRepository(Repository):
 
     async def in_session(self, session_id: str) -> list[Observation]:
         """Every observation of a session, in order."""
+        return (await self.in_session_with_cues(session_id))[0]
+
+    async def in_session_with_cues(self, session_id: str) -> tuple[list[Observation], dict[str, str | None]]:
+        """Every observation of a session, in order, and their stored fix cues by id."""
         rows = await self.conn.fetchall(
-            f"SELECT {_COLUMNS} FROM observations WHERE session_id = ? ORDER BY seq", (session_id,)
+            f"SELECT {_COLUMNS}, fix_cues FROM observations WHERE session_id = ? ORDER BY seq", (session_id,)
         )
-        return [_obs(r) for r in rows]
+        pairs = [_obs_with_cues(r) for r in rows]
+        return [obs for obs, _ in pairs], {obs.id: cues for obs, cues in pairs}
 
     async def facts(self, project: str, ids: Sequence[str] | None = None) -> list[tuple[str, str, list[str]]]:
         """(id, session, facts) of a project's observations that carry facts, oldest first: all of

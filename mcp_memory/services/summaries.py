@@ -111,13 +111,12 @@ class SummaryService(Service):
                 source="sampling" if session.summary_source == "sampling" else "extractive",
                 changed=False,
             )
-        repo = ObservationRepository(tx)
-        observations = await repo.in_session(session.id)
+        observations, cues = await ObservationRepository(tx).in_session_with_cues(session.id)
         outcomes = await OutcomeRepository(tx).in_session(session.id)
         if not observations and not outcomes and not session.folded_digest:
             return None
         source: SummarySource = "extractive"
-        text = self.draft(session, observations, outcomes, await repo.fix_cues(session.id))
+        text = self.draft(session, observations, outcomes, cues)
         sampled = shorten_lines(self.scrubber().text(model_summary.strip()), SUMMARY_CHARS) if model_summary else ""
         if says_something(sampled):  # a reply of only private parts or punctuation keeps the extractive summary
             text, source = sampled, "sampling"
@@ -137,10 +136,8 @@ class SummaryService(Service):
             session = await SessionRepository(conn).get_or_none(session_id, project)
             if session is None or (_is_current(session) and not force):
                 return None
-            repo = ObservationRepository(conn)
-            observations = await repo.in_session(session.id)
+            observations, cues = await ObservationRepository(conn).in_session_with_cues(session.id)
             outcomes = await OutcomeRepository(conn).in_session(session.id)
-            cues = await repo.fix_cues(session.id)
         if not observations:
             return None
         lines = [f"- [{o.type}] {shorten(o.title, 160)}" for o in observations[-80:]]
