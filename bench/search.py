@@ -309,7 +309,8 @@ async def _populate(n: int, db: Path) -> dict[str, Any]:
                         occurred_at=when[i],
                         created_at=when[i],
                     )
-                    await observations.add(obs, Cues.of(kind, obs.title, text, obs.files).dump())
+                    cues = Cues.of(analyzer, kind, obs.title, text, obs.concepts, obs.files)
+                    await observations.add(obs, cues.dump())
                     specs.append(observation_doc(obs))
                     if sampled < 2000:
                         content_terms += len(analyzer.terms(text))

@@ -6,11 +6,13 @@ from __future__ import annotations
 
 import json
 import sqlite3
+from dataclasses import replace
 from pathlib import Path
 
 from mcp import Client
 
 from mcp_memory.config import Settings
+from mcp_memory.search.analyzer import ANALYZER_VERSION, Analyzer
 from mcp_memory.server import build_server
 from mcp_memory.services.fixes import CUES_VERSION, Cues
 from tests.conftest import FakeClock, call
@@ -42,11 +44,11 @@ async def _fix_of(client: Client, error_id: str) -> str | None:
     return None if hit["fixed_by"] is None else hit["fixed_by"]["id"]
 
 
-def _rows(path: Path) -> dict[str, tuple[str, str, str, list[str], str | None]]:
-    """Every observation's (type, title, content, files, fix_cues), by id."""
+def _rows(path: Path) -> dict[str, tuple[str, str, str, list[str], str | None, list[str]]]:
+    """Every observation's (type, title, content, files, fix_cues, concepts), by id."""
     with sqlite3.connect(path) as conn:
-        rows = conn.execute("SELECT id, type, title, content, files, fix_cues FROM observations").fetchall()
-    return {r[0]: (r[1], r[2], r[3], json.loads(r[4]), r[5]) for r in rows}
+        rows = conn.execute("SELECT id, type, title, content, files, fix_cues, concepts FROM observations").fetchall()
+    return {r[0]: (r[1], r[2], r[3], json.loads(r[4]), r[5], json.loads(r[6])) for r in rows}
 
 
 def _set_cues(path: Path, obs_id: str, text: str | None) -> None:
@@ -65,11 +67,20 @@ async def test_observe_stores_the_cues_of_each_observation_and_recall_pairs_by_t
     # the change naming the error's file and identifier fixes it; the note that says tests pass
     # also says the import still fails, so it fixes nothing
     assert paired == ids[3]
-    for kind, title, content, files, stored in rows.values():
+    analyzer = Analyzer()
+    for kind, title, content, files, stored, concepts in rows.values():
         assert stored is not None
-        assert Cues.load(stored) == Cues.of(kind, title, content, files)
-    assert Cues.load(rows[ids[2]][4]) == Cues(says_fixed=True, reports_failure=True, anchors=frozenset())
-    assert Cues.load(rows[ids[1]][4]) == Cues(says_fixed=False, reports_failure=False, anchors=None)
+        assert Cues.load(stored) == Cues.of(analyzer, kind, title, content, concepts, files)
+    told = Cues.load(rows[ids[2]][4])
+    assert told is not None
+    assert (told.says_fixed, told.reports_failure, told.anchors) == (True, True, frozenset())
+    assert told.terms is not None
+    assert {"invoic", "ledger"} <= told.terms
+    assert Cues.load(rows[ids[1]][4]) == Cues(says_fixed=False, reports_failure=False, anchors=None, terms=None)
+    change = Cues.load(rows[ids[3]][4])
+    assert change is not None
+    assert change.anchors
+    assert change.terms is None
 
     # no cues (a row from before them), cues of other rules, a damaged value: read from the text
     for text in (None, json.dumps({"v": CUES_VERSION + 1, "s": False, "f": True}), "{not json", "[]"):
@@ -82,6 +93,36 @@ async def test_observe_stores_the_cues_of_each_observation_and_recall_pairs_by_t
     _set_cues(settings.db, ids[3], doctored.dump())
     async with Client(build_server(settings, clock)) as client:
         assert await _fix_of(client, ids[0]) is None
+
+
+async def test_stored_words_are_read_only_when_the_analyzer_that_made_them_is_current(
+    settings: Settings, clock: FakeClock
+) -> None:
+    async with Client(build_server(settings, clock)) as client:
+        found = await call(client, "memory_observe", type="error", content="Sync of invoices crashed: KeyError")
+        await call(client, "memory_observe", type="note", content="Coffee.")  # not right after: paired by words
+        fix = await call(client, "memory_observe", type="fix", content="Invoices sync: guarded the lookup")
+        hits = (await call(client, "memory_recall", query="invoices KeyError"))["hits"]
+    assert next(h for h in hits if h["id"] == found["id"])["fixed_by"]["id"] == fix["id"]
+    stored = _rows(settings.db)[fix["id"]][4]
+    assert stored is not None
+    cues = Cues.load(stored)
+    assert cues is not None
+    assert cues.terms == frozenset({"invoic", "sync", "guard", "lookup"})
+
+    # words saying the fix is about something else unmake the pair
+    doctored = json.loads(stored) | {"t": ["payrol"]}
+    _set_cues(settings.db, fix["id"], json.dumps(doctored))
+    async with Client(build_server(settings, clock)) as client:
+        hits = (await call(client, "memory_recall", query="invoices KeyError"))["hits"]
+    assert next(h for h in hits if h["id"] == found["id"])["fixed_by"] is None
+
+    # the same words from another analyzer are not read: the fix's own are analysed again
+    _set_cues(settings.db, fix["id"], json.dumps(doctored | {"z": ANALYZER_VERSION - 1}))
+    assert Cues.load(json.dumps(doctored | {"z": ANALYZER_VERSION - 1})) == replace(cues, terms=None)
+    async with Client(build_server(settings, clock)) as client:
+        hits = (await call(client, "memory_recall", query="invoices KeyError"))["hits"]
+    assert next(h for h in hits if h["id"] == found["id"])["fixed_by"]["id"] == fix["id"]
 
 
 async def test_a_change_to_an_observations_text_drops_its_cues_and_a_new_position_keeps_them(
@@ -125,15 +166,19 @@ async def test_an_import_stores_the_cues_of_the_observations_it_brings(tmp_path:
 
 
 def test_the_cues_of_known_texts_are_those_their_version_stored() -> None:
-    """When this fails, what `Cues.of` finds has changed: bump CUES_VERSION, so cues stored by the
-    rules before are worked out again, and write down what it finds now."""
+    """When this fails, what `Cues.of` finds has changed: bump CUES_VERSION (the analyzer's version
+    when only the words changed with it), so cues stored by the rules before are worked out again,
+    and write down what it finds now."""
     assert CUES_VERSION == 1
-    found = [Cues.of(kind, content, content, []) for kind, content in SESSION]
+    analyzer = Analyzer()
+    found = [Cues.of(analyzer, kind, content, content, [], []) for kind, content in SESSION]
+    named = {"billing/ledger.py", "ledger.py", "importerror", "ledgerrow"}
     assert found == [
-        Cues(False, True, frozenset({"billing/ledger.py", "ledger.py", "importerror", "ledgerrow"})),
-        Cues(False, False, None),
-        Cues(True, True, frozenset()),
-        Cues(False, False, frozenset({"billing/ledger.py", "ledger.py", "ledgerentry", "ledgerrow"})),
+        Cues(False, True, frozenset(named), frozenset(named | {"bill", "ledger", "py", "import", "name", "row"})),
+        Cues(False, False, None, None),
+        Cues(True, True, frozenset(), frozenset({"test", "pass", "now", "invoic", "ledger", "import", "still"})),
+        Cues(False, False, frozenset({"billing/ledger.py", "ledger.py", "ledgerentry", "ledgerrow"}), None),
     ]
-    assert Cues.of("note", "Retry", "Works again after a retry", []) == Cues(True, False, frozenset())
-    assert Cues.of("tool_use", "ls", "ls src/", ["src/app.py"]) == Cues(False, False, None)
+    retry = Cues.of(analyzer, "note", "Retry", "Works again after a retry", ["retries"], [])
+    assert retry == Cues(True, False, frozenset(), frozenset({"retri"}))
+    assert Cues.of(analyzer, "tool_use", "ls", "ls src/", [], ["src/app.py"]) == Cues(False, False, None, None)

@@ -69,7 +69,8 @@ class EpisodicService(Service):
         instant = self.now()  # one moment for the whole call: a new session starts when its first observation is made
         now = to_iso(instant)
         agent = scrub.optional(agent_id or self.settings.agent_id)
-        cues = Cues.of(type, packed.title, content, packed.files).dump()  # before the write lock is taken
+        analyzer = self.deps.index.analyzer
+        cues = Cues.of(analyzer, type, packed.title, content, packed.concepts, packed.files).dump()  # before the lock
         async with self.db.transaction("memory_observe", actor=agent, project=project) as tx:
             session, created = await self._session_for(tx, project, agent, session_id, instant)
             obs = Observation(
@@ -370,7 +371,8 @@ class EpisodicService(Service):
     async def reindex_observations(self, tx: Tx, observations: Sequence[Observation]) -> None:
         """Index stored observations (after an import), and store the cues pairing reads of them."""
         await self.deps.indexer.put_many(tx, [observation_doc(o) for o in observations])
-        cues = [(o.id, Cues.of(o.type, o.title, o.content, o.files).dump()) for o in observations]
+        analyzer = self.deps.index.analyzer
+        cues = [(o.id, Cues.of(analyzer, o.type, o.title, o.content, o.concepts, o.files).dump()) for o in observations]
         await ObservationRepository(tx).set_fix_cues(cues)
 
     async def reindex_sessions(self, tx: Tx, sessions: Sequence[Session]) -> None:

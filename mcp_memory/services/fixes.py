@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from itertools import islice
 
 from mcp_memory.models.records import Observation
-from mcp_memory.search.analyzer import Analyzer
+from mcp_memory.search.analyzer import ANALYZER_VERSION, Analyzer
 from mcp_memory.services.compress import extract_files, extract_identifiers
 
 _MAY_FIX = {"note", "file_change", "decision", "discovery", "tool_use"}
@@ -23,6 +23,8 @@ _GENERIC_WORDS = "error errors fix fixed fixes fixing fail failed failing failur
 """Words every error or fix may say: sharing only these does not make a fix the fix of an error."""
 _CHANGES = {"file_change", "decision"}
 """Types that change something: one about an error's file or identifier is likely its fix."""
+_WEIGHED = {"error", "fix"}
+"""Types whose words pairing always weighs (and those of any `_MAY_FIX` that says it fixed something)."""
 _NEVER_REPORTS = {"error", "fix"}
 """Types never read as a failure report: an error is one by its nature, and a fix is the agent's word
 that it fixed something, whatever words it uses ("Broke the import cycle by ...")."""
@@ -48,18 +50,17 @@ _NOT_A_REPORT = re.compile(
 """Before a failure word, what makes it no report of one: a negation ("no longer fails"), a
 determiner ("the failing test") or a condition or reason ("a guard for when parsing fails")."""
 CUES_VERSION = 1
-"""Bump whenever `Cues.of` would work out different cues (these patterns, `_HEAD`, compress's
-`extract_files` or `extract_identifiers`): cues stored before are then worked out again when read."""
+"""Bump whenever `Cues.of` would work out different cues (these patterns, `_HEAD`, `_GENERIC_WORDS`,
+compress's `extract_files` or `extract_identifiers`): cues stored before are then worked out again
+when read. Their words also depend on the analyzer, whose version is stored beside them."""
 
 
 @dataclass(frozen=True, slots=True)
 class Cues:
     """What pairing an error with its fix reads of one observation's text. It depends on that
     observation alone, so it is worked out when the observation is recorded and stored with it: a
-    search then pairs the errors it finds without running these patterns over their windows again.
-
-    Its words (`CueBook.terms`) are not stored: they take the most room and the analyzer, which
-    remembers the words it has seen, gives them quickly.
+    search then pairs the errors it finds without running these patterns and the analyzer over
+    their windows again.
     """
 
     says_fixed: bool
@@ -69,19 +70,30 @@ class Cues:
     anchors: frozenset[str] | None
     """The files and identifiers it names (`_anchors`); None where pairing never asks (an
     observation of a type that neither fails, changes something nor says it fixed something)."""
+    terms: frozenset[str] | None = None
+    """Its distinctive words (`_distinctive`); None where pairing never weighs them (most types,
+    unless the observation says it fixed something: words take the most room of the cues) or
+    another version of the analyzer made them."""
 
     @classmethod
-    def of(cls, type: str, title: str, content: str, files: Sequence[str]) -> Cues:
+    def of(
+        cls, analyzer: Analyzer, type: str, title: str, content: str, concepts: Sequence[str], files: Sequence[str]
+    ) -> Cues:
         """The cues of an observation of this type and text."""
         says_fixed = _says_fixed(content)
-        asked = type == "error" or type in _CHANGES or (says_fixed and type in _MAY_FIX)
-        return cls(says_fixed, _reports_failure(title, content), _anchors(title, content, files) if asked else None)
+        told = says_fixed and type in _MAY_FIX
+        anchors = _anchors(title, content, files) if type == "error" or type in _CHANGES or told else None
+        weighed = type in _WEIGHED or told
+        terms = _distinctive(analyzer, _generic(analyzer), title, concepts, files) if weighed else None
+        return cls(says_fixed, _reports_failure(title, content), anchors, terms)
 
     def dump(self) -> str:
-        """The stored form, marked with the version of the rules that made it."""
+        """The stored form, marked with the version of the rules (and of the analyzer) that made it."""
         data: dict[str, object] = {"v": CUES_VERSION, "s": self.says_fixed, "f": self.reports_failure}
         if self.anchors is not None:
             data["a"] = sorted(self.anchors)
+        if self.terms is not None:
+            data["t"], data["z"] = sorted(self.terms), ANALYZER_VERSION
         return json.dumps(data, ensure_ascii=False, separators=(",", ":"))
 
     @classmethod
@@ -93,8 +105,13 @@ class Cues:
             data = json.loads(text)
             if data["v"] != CUES_VERSION:
                 return None
-            anchors = data.get("a")
-            return cls(bool(data["s"]), bool(data["f"]), None if anchors is None else frozenset(anchors))
+            anchors, terms = data.get("a"), data.get("t") if data.get("z") == ANALYZER_VERSION else None
+            return cls(
+                bool(data["s"]),
+                bool(data["f"]),
+                None if anchors is None else frozenset(anchors),
+                None if terms is None else frozenset(terms),
+            )
         except (ValueError, KeyError, TypeError, AttributeError):
             return None  # a damaged cache is worked out again, not an error
 
@@ -105,7 +122,7 @@ class CueBook:
 
     def __init__(self, analyzer: Analyzer, stored: Mapping[str, str | None] | None = None) -> None:
         self._analyzer = analyzer
-        self._generic = set(analyzer.terms(_GENERIC_WORDS))
+        self._generic = _generic(analyzer)
         self._stored = stored or {}
         self._loaded: dict[str, Cues | None] = {}
         self._terms: dict[str, frozenset[str]] = {}
@@ -115,8 +132,10 @@ class CueBook:
     def terms(self, obs: Observation) -> frozenset[str]:
         """Its distinctive words: sharing only words every error or fix says pairs nothing."""
         if obs.id not in self._terms:
-            found = self._analyzer.terms("\n".join([obs.title, *obs.concepts, *obs.files]))
-            self._terms[obs.id] = frozenset(t for t in found if t not in self._generic and not t.isdigit())
+            if (cues := self._cues(obs)) is not None and cues.terms is not None:
+                self._terms[obs.id] = cues.terms
+            else:
+                self._terms[obs.id] = _distinctive(self._analyzer, self._generic, obs.title, obs.concepts, obs.files)
         return self._terms[obs.id]
 
     def says_fixed(self, obs: Observation) -> bool:
@@ -278,6 +297,20 @@ def pair_fixes(
         if (fix := told or change) is not None:
             paired[error.id] = fix
     return paired
+
+
+def _generic(analyzer: Analyzer) -> frozenset[str]:
+    """The terms of `_GENERIC_WORDS`."""
+    return frozenset(analyzer.terms(_GENERIC_WORDS))
+
+
+def _distinctive(
+    analyzer: Analyzer, generic: frozenset[str], title: str, concepts: Sequence[str], files: Sequence[str]
+) -> frozenset[str]:
+    """An observation's distinctive words: the terms of its title, concepts and files but those
+    every error or fix may say (`generic`) and numbers."""
+    found = analyzer.terms("\n".join([title, *concepts, *files]))
+    return frozenset(t for t in found if t not in generic and not t.isdigit())
 
 
 def _says_fixed(content: str) -> bool:
