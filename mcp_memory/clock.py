@@ -89,6 +89,12 @@ def epoch(text: str) -> float:
 
 
 _WEEK = timedelta(weeks=1)
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+
+
+def epoch_us(moment: datetime) -> int:
+    """Whole microseconds since the epoch of an aware time: exact, as a float of seconds is not."""
+    return (moment - _EPOCH) // timedelta(microseconds=1)
 
 
 def weeks_between(earlier: datetime, later: datetime) -> float:

@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextvars
 import functools
 import logging
+import math
 import os
 import sqlite3
 import unicodedata
@@ -311,11 +312,16 @@ binding one parameter per record fails in the tests here as it would on a user's
 
 
 class _PortableConnection(sqlite3.Connection):
-    """A connection that binds no more parameters per statement than stock SQLite allows."""
+    """A connection that binds no more parameters per statement than stock SQLite allows, and has
+    `pow` (lessons decay by it in SQL) even where SQLite was built without its math functions."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.setlimit(sqlite3.SQLITE_LIMIT_VARIABLE_NUMBER, MAX_VARIABLES)
+        try:
+            self.execute("SELECT pow(2, 2)")
+        except sqlite3.OperationalError:  # no such function: a build without SQLITE_ENABLE_MATH_FUNCTIONS
+            self.create_function("pow", 2, math.pow, deterministic=True)
 
 
 async def _connect(path: Path, busy_timeout_ms: int, synchronous: str) -> aiosqlite.Connection:

@@ -261,8 +261,8 @@ async def test_the_active_lessons_counted_are_those_the_lesson_service_calls_act
     tmp_path: Path, decay: float, fade_at: float
 ) -> None:
     """Lessons at every edge of fading (confidences a few units in the last place either side of the
-    fading one, ages at many fractions of the fading span, times ahead of now, decays on record) count
-    as LessonService judges them."""
+    fading one, ages at many fractions of the fading span, times ahead of now or centuries back, decays
+    on record, times stored without microseconds) count and rank as LessonService judges them."""
     now = datetime(2026, 1, 5, 9, 0, 0, 123456, tzinfo=UTC)
     settings = Settings(
         db=tmp_path / "memory.db",
@@ -296,6 +296,8 @@ async def test_the_active_lessons_counted_are_those_the_lesson_service_calls_act
                 for _ in range(abs(step := rng.randint(-3, 3))):
                     confidence = math.nextafter(confidence, math.inf if step > 0 else 0.0)
         earlier = to_iso(now - timedelta(weeks=age + rng.uniform(0, 5)))
+        if rng.random() < 0.05:  # a time as a hand edit or an older release may have stored it
+            since = from_iso(since).isoformat(timespec="seconds")
         decayed = rng.random() < 0.25
         return Lesson(
             id=new_id("lesson"),
@@ -311,11 +313,14 @@ async def test_the_active_lessons_counted_are_those_the_lesson_service_calls_act
             updated_at=since,
         )
 
+    stored = {}
     async with open_app(settings, lambda: now) as app:
         async with app.deps.db.transaction("test", project="test") as tx:
             for age in ages:
                 project = rng.choice(["test", "test", GLOBAL_PROJECT, "elsewhere"])
-                await LessonRepository(tx).add(lesson(project, age))
+                made = lesson(project, age)
+                stored[made.id] = made
+                await LessonRepository(tx).add(made)
         listed = await app.lessons.lessons(
             "test", kinds=None, task_type=None, status="active", scope="all", limit=1, offset=0
         )
@@ -323,7 +328,10 @@ async def test_the_active_lessons_counted_are_those_the_lesson_service_calls_act
             "test", kinds=None, task_type=None, status="all", scope="all", limit=len(ages), offset=0
         )
         compiled = await app.context.compile("test", budget=100)
+        exact = {i: app.lessons.confidence(made) for i, made in stored.items() if made.project != "elsewhere"}
 
+    # Listed highest confidence first (as judged exactly, not as shown rounded), then by id.
+    assert [view.id for view in everything.lessons] == sorted(exact, key=lambda i: (-exact[i], i))
     counted = [s.included + s.omitted for s in compiled.sections if s.name == "lessons"]
     assert counted == ([listed.total] if listed.total else [])
     # Listings rank lessons by a narrow read of their standing; each shown whole judges itself the same.

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import sqlite3
+from pathlib import Path
 from typing import Any
 
 import pytest
 from mcp import Client
 
+from mcp_memory.clock import epoch_us, from_iso
 from mcp_memory.config import Settings
 from mcp_memory.server import build_server
 from tests.conftest import FakeClock, call, call_error
@@ -480,3 +483,46 @@ async def test_a_lesson_saved_again_for_another_task_type_holds_for_every_type(c
     assert same["lesson"]["task_type"] == untyped_call["lesson"]["task_type"] == "deployment"
     assert (other["created"], other["lesson"]["task_type"]) == (False, None)
     assert [lesson["id"] for lesson in recalled["lessons"]] == [first["lesson"]["id"]]
+
+
+# -- what SQL ranks lessons by follows every write ---------------------------------------------------
+
+
+def _since_us_of(path: Path) -> dict[str, tuple[int | None, int]]:
+    """(stored since_us, what it should be) of every lesson in the file."""
+    with sqlite3.connect(path) as conn:
+        rows = conn.execute("SELECT id, last_reinforced_at, decayed_at, since_us FROM lessons").fetchall()
+    return {i: (us, epoch_us(from_iso(max(set_at, decayed or "")))) for i, set_at, decayed, us in rows}
+
+
+async def test_the_time_lessons_decay_from_is_kept_by_every_write(
+    settings: Settings, clock: FakeClock, tmp_path: Path
+) -> None:
+    """SQL ranks lessons by a number triggers keep from the times a confidence was set: saved,
+    reinforced, decay persisted by consolidation, soft-deleted, restored, imported."""
+    async with Client(build_server(settings, clock)) as client:
+        await save_filler(client)
+        kept = (await save(client, "Run the linter before pushing."))["lesson"]
+        fading = (await save(client, "Cache the wheel builds between CI runs."))["lesson"]
+        clock.advance(weeks=3, hours=5, seconds=7.25)
+        await save(client, "Run the linter before pushing.")
+        clock.advance(weeks=40)
+        report = await call(client, "memory_consolidate")
+        document = (await call(client, "memory_export"))["document"]
+        after_consolidate = _since_us_of(settings.db)
+        clock.advance(days=2)
+        await save(client, "Cache the wheel builds between CI runs.")  # restores the faded lesson
+        after_restore = _since_us_of(settings.db)
+        ranked = [x["id"] for x in await listed(client)]
+
+    copy = Settings(db=tmp_path / "copy.db", project="test", synchronous="normal", timezone="UTC")
+    async with Client(build_server(copy, clock)) as other:
+        await call(other, "memory_import", document=document)
+    imported = _since_us_of(copy.db)
+
+    assert report["counts"] == {"faded": 7, "decayed": 1}  # the filler and `fading` faded; `kept` decayed
+    for state in (after_consolidate, after_restore, imported):
+        assert len(state) == 8
+        assert all(stored == expected for stored, expected in state.values()), state
+    assert after_consolidate[fading["id"]] != after_restore[fading["id"]]
+    assert ranked.index(fading["id"]) < ranked.index(kept["id"])  # just restored, it is the most confident

@@ -21,10 +21,10 @@ TURNS = [
 
 
 def undo_after_schema_6(conn: sqlite3.Connection) -> None:
-    """Take away what migrations 7 to 16 added: the profile's running count, the triggers that keep
+    """Take away what migrations 7 to 17 added: the profile's running count, the triggers that keep
     it, the notes of forgotten records, the index of observations by type, the notes of folded ones,
     the index of relations by source, the scores of pruned outcomes (13 changed data only), the
-    index of observations by session and time, and the observations' fix cues."""
+    index of observations by session and time, the observations' fix cues, and lessons' standings."""
     for (trigger,) in conn.execute("SELECT name FROM sqlite_master WHERE type = 'trigger'").fetchall():
         conn.execute(f"DROP TRIGGER {trigger}")
     conn.execute("DROP TABLE profile_tally")
@@ -35,6 +35,8 @@ def undo_after_schema_6(conn: sqlite3.Connection) -> None:
     conn.execute("DROP TABLE pruned_outcomes")
     conn.execute("DROP INDEX observations_by_session_time")
     conn.execute("ALTER TABLE observations DROP COLUMN fix_cues")
+    conn.execute("DROP INDEX lessons_by_standing")
+    conn.execute("ALTER TABLE lessons DROP COLUMN since_us")
     conn.execute("DELETE FROM schema_migrations WHERE version > 6")
 
 
@@ -75,7 +77,7 @@ async def test_a_schema_1_file_is_migrated_and_re_analysed(settings: Settings, c
         hits = (await call(client, "memory_recall", query="Caroline support group 7 May 2023"))["hits"]
         found = await call(client, "memory_smart_search", query="adoption agencies")
 
-    assert diagnosis["schema_version"] == MIGRATIONS[-1][0] == 16
+    assert diagnosis["schema_version"] == MIGRATIONS[-1][0] == 17
     assert diagnosis["analyzer_version"] == ANALYZER_VERSION
     assert diagnosis["index_in_sync"] is True
     assert diagnosis["index_docs"] == diagnosis["stored_docs"] == {"observation": 3, "memory": 1}

@@ -34,6 +34,33 @@ class LessonStanding(NamedTuple):
     deleted: bool
 
 
+class Decay(NamedTuple):
+    """How lessons' confidence fades, as of one moment: what judging them in SQL needs."""
+
+    keep_per_week: float  # the share of confidence a week without reinforcement leaves
+    fade_at: float  # a never-reinforced lesson at or below this confidence has faded
+    now_us: int  # the moment, in microseconds since 1970 (UTC)
+
+
+_EXACT = 2**53
+"""Microsecond spans up to this many convert to a float exactly; the weeks of a longer one (a lesson
+set over 285 years before now) could round apart from LessonService's, so Python judges it."""
+
+# SQL judges a lesson with the very float operations of LessonService.confidence and .faded, so the
+# two never disagree, even at the fade threshold: the span since the later of the two times the
+# confidence was set, in whole microseconds (since_us, which triggers keep from the stored text),
+# divided by a week's; the stored confidence times keep ** weeks.
+_TIMED = (
+    "SELECT id, task_type, deleted_at, reinforcements, confidence, since_us, keep, fade, now_us - since_us AS span "
+    "FROM lessons, decay WHERE {where}"
+)
+_JUDGED = (
+    "SELECT id, task_type, c, deleted_at IS NOT NULL OR (reinforcements = 0 AND c <= fade) AS faded FROM "
+    "(SELECT *, confidence * pow(keep, max(span / 604800000000.0, 0.0)) AS c FROM timed WHERE abs(span) <= ?)"
+)
+_STATUS = {"active": "NOT faded", "faded": "faded", "all": "1"}
+
+
 def _lesson(row: Row) -> Lesson:
     return Lesson(**row_dict(row, ("tags", "source")))
 
@@ -146,18 +173,87 @@ class LessonRepository(Repository):
         )
         return [_lesson(r) for r in rows]
 
-    async def standings(
+    async def ranked(
         self,
         scopes: Sequence[str],
+        decay: Decay,
+        *,
+        kinds: Sequence[str] | None = None,
+        task_type: str | None = None,
+        applies_to: str | None = None,
+        status: str = "active",
+        limit: int,
+    ) -> list[tuple[float, str, str | None]]:
+        """(confidence as of `decay.now_us`, id, task type) of the best `limit` lessons SQL can judge
+        (see `unjudged`) that have `status` ("active", "faded" or "all"): highest first, then by id.
+
+        `task_type` keeps only that type's lessons; `applies_to` keeps that type's and untyped ones,
+        its own first.
+        """
+        first = "task_type IS NULL, " if applies_to is not None else ""
+        sql, params = self._judged(scopes, decay, kinds, task_type, applies_to, status)
+        rows = await self.conn.fetchall(
+            f"{sql} SELECT c, id, task_type FROM judged WHERE {_STATUS[status]} ORDER BY {first}c DESC, id LIMIT ?",
+            (*params, limit),
+        )
+        return [(row[0], row[1], row[2]) for row in rows]
+
+    async def counts_by_task_type(
+        self,
+        scopes: Sequence[str],
+        decay: Decay,
+        *,
+        kinds: Sequence[str] | None = None,
+        task_type: str | None = None,
+        status: str = "active",
+    ) -> dict[str | None, int]:
+        """How many lessons SQL can judge have `status`, by task type (None: untyped)."""
+        sql, params = self._judged(scopes, decay, kinds, task_type, None, status)
+        rows = await self.conn.fetchall(
+            f"{sql} SELECT task_type, count(*) FROM judged WHERE {_STATUS[status]} GROUP BY task_type", params
+        )
+        return {row[0]: int(row[1]) for row in rows}
+
+    async def unjudged(
+        self,
+        scopes: Sequence[str],
+        decay: Decay,
         *,
         kinds: Sequence[str] | None = None,
         task_type: str | None = None,
         include_deleted: bool = False,
     ) -> list[LessonStanding]:
-        """The standing of every lesson `find` would return, in no particular order."""
+        """The standings of the lessons `ranked` leaves out, for Python to judge: those set over 285
+        years from now, or at a time not stored in the canonical form (none, as the tools store them)."""
         where, params = _where(scopes, kinds, task_type, include_deleted)
-        rows = await self.conn.fetchall(f"SELECT {_STANDING_COLUMNS} FROM lessons WHERE {where}", params)
+        rows = await self.conn.fetchall(
+            f"SELECT {_STANDING_COLUMNS} FROM lessons WHERE {where} AND (since_us IS NULL OR abs(? - since_us) > ?)",
+            (*params, decay.now_us, _EXACT),
+        )
         return [LessonStanding(*row) for row in rows]
+
+    @staticmethod
+    def _judged(
+        scopes: Sequence[str],
+        decay: Decay,
+        kinds: Sequence[str] | None,
+        task_type: str | None,
+        applies_to: str | None,
+        status: str,
+    ) -> tuple[str, list[object]]:
+        """A `WITH` clause naming `judged` (id, task type, confidence `c` and whether `faded`) for the
+        lessons selected that SQL can judge, read from the index lessons_by_standing alone; and its parameters."""
+        if status not in _STATUS:
+            raise ValueError(f"unknown status {status!r}")
+        where, params = _where(scopes, kinds, task_type, include_deleted=status != "active")
+        if applies_to is not None:
+            where += " AND (task_type IS NULL OR task_type = ?)"
+            params.append(applies_to)
+        sql = (
+            "WITH decay (keep, fade, now_us) AS (SELECT ?, ?, ?), "
+            f"timed AS ({_TIMED.format(where=where)}), judged AS ({_JUDGED})"
+        )
+        return sql, [*decay, *params, _EXACT]
 
     async def standings_of(self, ids: Sequence[str], scopes: Sequence[str]) -> list[LessonStanding]:
         """The standing of each of these lessons of the scopes that is not deleted, in no particular order."""

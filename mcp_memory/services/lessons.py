@@ -12,13 +12,13 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
 from datetime import datetime
 
-from mcp_memory.clock import from_iso, weeks_between
+from mcp_memory.clock import epoch_us, from_iso, weeks_between
 from mcp_memory.db import Conn, Database, Tx
 from mcp_memory.errors import InvalidInputError, NotFoundError
 from mcp_memory.ids import new_id
 from mcp_memory.models.learning import LessonList, LessonRecallResult, LessonSaveResult, LessonView
 from mcp_memory.models.records import Lesson
-from mcp_memory.repositories.lessons import LessonRepository, LessonStanding
+from mcp_memory.repositories.lessons import Decay, LessonRepository, LessonStanding
 from mcp_memory.repositories.meta import MetaRepository
 from mcp_memory.search.index import Hit, SearchFilter
 from mcp_memory.search.spelling import respell_query
@@ -94,6 +94,10 @@ class LessonService(Service):
         for standing in standings:
             confidence = self._decayed(standing.confidence, weeks_between(from_iso(standing.since), now))
             yield standing, confidence, standing.deleted or self._fades(standing.reinforcements, confidence)
+
+    def decay(self, now: datetime) -> Decay:
+        """How confidence fades as of `now`, for the repository to judge lessons by."""
+        return Decay(1.0 - self.settings.lesson_decay_per_week, self.settings.lesson_fade_at, epoch_us(now))
 
     def _decayed(self, confidence: float, weeks: float) -> float:
         keep: float = (1.0 - self.settings.lesson_decay_per_week) ** weeks
@@ -352,20 +356,30 @@ class LessonService(Service):
                 flt = SearchFilter(kinds=frozenset({"lesson"}), subtypes=subtypes)
                 hits = index.search(scope, query, flt, index.doc_count(scope), now=None)  # age: in confidence
                 relevance = self._relevance(query, hits)
-                standings = await repo.standings_of(list(relevance), [scope])
+                for standing, confidence, faded in self.standing_confidences(
+                    await repo.standings_of(list(relevance), [scope]), now
+                ):
+                    if not faded:
+                        scored.append((relevance[standing.id] * confidence, standing.id, standing.task_type))
+                orders = [_by_task_type(scored, task_type) for task_type in task_types]
+                scores = {i: score for score, i, _ in scored}
+                ranked = [[i for _, i, _ in order[:limit]] for order in orders]
+                totals = [len(order) for order in orders]
             else:
-                standings = await repo.standings([scope], kinds=kinds)
-                relevance = {standing.id: 1.0 for standing in standings}
-            for standing, confidence, faded in self.standing_confidences(standings, now):
-                if not faded:
-                    scored.append((relevance[standing.id] * confidence, standing.id, standing.task_type))
-            orders = [_by_task_type(scored, task_type) for task_type in task_types]
+                ranked, counts = await self._by_standing(
+                    repo, [scope], now, orders=task_types, kinds=kinds, limit=limit
+                )
+                totals = [
+                    sum(counts.values()) if task_type is None else counts.get(task_type, 0) + counts.get(None, 0)
+                    for task_type in task_types
+                ]
+                scores = {}
             # The same snapshot, so every one shown is still there.
-            shown = list(dict.fromkeys(i for order in orders for _, i, _ in order[:limit]))
+            shown = list(dict.fromkeys(i for ids in ranked for i in ids))
             whole = {lesson.id: lesson for lesson in await repo.get_many(shown, [scope])}
         return [
-            ([self.view(whole[i], score if query else None, now) for score, i, _ in order[:limit]], len(order))
-            for order in orders
+            ([self.view(whole[i], scores.get(i), now) for i in ids], total)
+            for ids, total in zip(ranked, totals, strict=True)
         ]
 
     def _relevance(self, query: str, hits: Sequence[Hit]) -> dict[str, float]:
@@ -402,17 +416,15 @@ class LessonService(Service):
         now = self.now()
         async with self.db.read() as conn:
             repo = LessonRepository(conn)
-            ranked = []
-            standings = await repo.standings(scopes, kinds=kinds, task_type=task_type, include_deleted=True)
-            for standing, confidence, faded in self.standing_confidences(standings, now):
-                if status == "all" or status == ("faded" if faded else "active"):
-                    ranked.append((-round(confidence, 4), standing.id))  # as the listing shows it
-            ranked.sort()
-            page = await repo.get_many([lesson_id for _, lesson_id in ranked[offset : offset + limit]], scopes)
-        more = offset + len(page) < len(ranked)
+            [ranked], counts = await self._by_standing(
+                repo, scopes, now, kinds=kinds, task_type=task_type, status=status, limit=offset + limit
+            )
+            page = await repo.get_many(ranked[offset:], scopes)
+            total = sum(counts.values())
+        more = offset + len(page) < total
         return LessonList(
             project=project,
-            total=len(ranked),
+            total=total,
             lessons=[self.view(lesson, now=now) for lesson in page],
             next_offset=offset + len(page) if more else None,
         )
@@ -420,8 +432,44 @@ class LessonService(Service):
     async def active_count(self, scope: str) -> int:
         """How many lessons of one scope are active (whether one has faded is decided when read, not stored)."""
         async with self.db.read() as conn:
-            standings = await LessonRepository(conn).standings([scope])
-        return sum(not faded for _, _, faded in self.standing_confidences(standings, self.now()))
+            _, counts = await self._by_standing(LessonRepository(conn), [scope], self.now(), orders=[], limit=0)
+        return sum(counts.values())
+
+    async def _by_standing(
+        self,
+        repo: LessonRepository,
+        scopes: Sequence[str],
+        now: datetime,
+        *,
+        orders: Sequence[str | None] = (None,),
+        kinds: Sequence[str] | None = None,
+        task_type: str | None = None,
+        status: str = "active",
+        limit: int,
+    ) -> tuple[list[list[str]], dict[str | None, int]]:
+        """Lessons ranked by their standing alone (no query): for each of `orders` (a task type, whose
+        lessons lead the untyped ones, others' left out; None: every type), the ids of the best `limit`
+        with `status`; and how many of each task type have it.
+
+        SQL judges every lesson it can (a scan of one index); the few it cannot are judged here.
+        """
+        decay = self.decay(now)
+        counts = await repo.counts_by_task_type(scopes, decay, kinds=kinds, task_type=task_type, status=status)
+        odd = []
+        unjudged = await repo.unjudged(
+            scopes, decay, kinds=kinds, task_type=task_type, include_deleted=status != "active"
+        )
+        for standing, confidence, faded in self.standing_confidences(unjudged, now):
+            if status == "all" or faded == (status == "faded"):
+                odd.append((confidence, standing.id, standing.task_type))
+                counts[standing.task_type] = counts.get(standing.task_type, 0) + 1
+        ranked = []
+        for applies_to in orders:
+            best = await repo.ranked(
+                scopes, decay, kinds=kinds, task_type=task_type, applies_to=applies_to, status=status, limit=limit
+            )
+            ranked.append([i for _, i, _ in _by_task_type([*best, *odd], applies_to)[:limit]])
+        return ranked, counts
 
     async def get(self, project: str, lesson_id: str) -> Lesson:
         """A lesson of the project or the global scope."""
