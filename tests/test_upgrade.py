@@ -12,6 +12,7 @@ from mcp_memory.migrations import MIGRATIONS
 from mcp_memory.search.analyzer import ANALYZER_VERSION
 from mcp_memory.server import build_server
 from tests.conftest import FakeClock, call
+from tests.test_tools_lessons import _since_us_of
 
 TURNS = [
     "Caroline: I went to the LGBTQ support group yesterday and it was so powerful.",
@@ -135,3 +136,32 @@ async def test_a_schema_6_file_gets_the_profile_count_of_what_it_holds(settings:
     assert [(c["name"], c["count"]) for c in profile["top_concepts"]] == [("codegen", 1), ("parser", 1), ("router", 1)]
     assert [(f["name"], f["count"]) for f in profile["top_files"]] == [("src/app.py", 1)]
     assert "profile_tally_top" not in indexes  # migration 8 took it away again
+
+
+async def test_a_schema_16_file_gets_the_standing_of_every_lesson(settings: Settings, clock: FakeClock) -> None:
+    """Migration 17 works out, for the lessons a file already holds, the time each confidence decays
+    from, so SQL ranks them as the service judges them."""
+    async with Client(build_server(settings, clock)) as client:
+        old = (await call(client, "memory_lesson_save", content="Run the linter before pushing."))["lesson"]
+        clock.advance(weeks=2, seconds=0.5)
+        new = (await call(client, "memory_lesson_save", content="Pin the base image by digest.", confidence=0.46))[
+            "lesson"
+        ]
+        clock.advance(weeks=1)
+        before = (await call(client, "memory_lessons"))["lessons"]
+    with sqlite3.connect(settings.db) as conn:
+        conn.execute("DROP INDEX lessons_by_standing")
+        conn.execute("DROP TRIGGER lessons_since_us_insert")
+        conn.execute("DROP TRIGGER lessons_since_us_update")
+        conn.execute("ALTER TABLE lessons DROP COLUMN since_us")
+        conn.execute("DELETE FROM schema_migrations WHERE version >= 17")
+
+    async with Client(build_server(settings, clock)) as client:
+        after = (await call(client, "memory_lessons"))["lessons"]
+    backfilled = _since_us_of(settings.db)
+
+    # 0.46 decayed for a week (0.437) outranks 0.5 decayed for three (0.429)
+    assert [x["id"] for x in after] == [x["id"] for x in before] == [new["id"], old["id"]]
+    assert after == before
+    assert len(backfilled) == 2
+    assert all(stored == expected for stored, expected in backfilled.values())
