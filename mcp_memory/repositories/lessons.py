@@ -24,7 +24,7 @@ _STANDING_COLUMNS = (
 
 class LessonStanding(NamedTuple):
     """What ranks a lesson (its confidence as stored and since when, whether it is deleted), without its text:
-    cheap to read for every lesson of a scope, so only the page shown is read whole."""
+    read for the lessons a query matches and those SQL cannot judge, so only the page shown is read whole."""
 
     id: str
     task_type: str | None
