@@ -341,7 +341,7 @@ class LessonService(Service):
         kinds: Sequence[str] | None = None,
         limit: int = 10,
     ) -> list[tuple[list[LessonView], int]]:
-        """`ranked` for each of `task_types` (None: every type), from one read of the candidates, each
+        """`ranked` for each of `task_types` (None: every type), from one snapshot of the lessons, each
         with how many active lessons it ranked in all, `limit` aside."""
         subtypes = frozenset(kinds) if kinds else None
         now = self.now()
