@@ -278,8 +278,8 @@ class BM25Model(DocStore):
     def _positives(self, query: Sequence[int]) -> tuple[IntArray, FloatArray]:
         """Live local ids scoring above zero, and the dense score array."""
         acc, _ = self._accumulate(query)
-        candidates = np.flatnonzero(acc > 0).astype(np.int32)
-        return candidates[self._alive[candidates]], acc
+        # one pass over dense masks, not a gather of the matches: a common word matches most records
+        return np.flatnonzero((acc > 0) & self._alive[: len(acc)]).astype(np.int32), acc
 
     def terms_of(self, key: str) -> npt.NDArray[np.int32] | None:
         """Term ids of a live document, or None."""

@@ -58,7 +58,9 @@ class RankParams:
 def rerank_pool(acc: FloatArray, hits: IntArray, eligible: BoolArray, depth: int) -> tuple[IntArray, IntArray]:
     """The hits whose context and session are weighed (ascending): all of them up to `depth`, else
     the `depth` best overall (they lend their scores) and the `depth` best passing the filter;
-    and the hits a session's best is taken over (see with_context's `matches`).
+    and the hits a session's best is taken over (see with_context's `matches`). `hits` are the
+    live records scoring above zero in `acc` (ascending), `eligible` flags each record of `acc`
+    that is alive and passes the filter.
 
     Records outside the pool and not next to it can still be returned by a smaller query, never
     by this one; the pool includes every tie at its edge, so the answer does not depend on the
@@ -70,9 +72,11 @@ def rerank_pool(acc: FloatArray, hits: IntArray, eligible: BoolArray, depth: int
     if len(hits) <= depth:
         return hits, hits
     overall = _best(acc, hits, depth)
-    allowed = hits[eligible[hits]]
-    if len(allowed) == len(hits):
+    # Whether every hit is eligible, counted over dense masks (`eligible` admits only live
+    # records, so its positive scores are its hits): gathering a common word's matches costs more.
+    if np.count_nonzero(eligible & (acc > 0)) == len(hits):
         return overall, overall
+    allowed = hits[eligible[hits]]
     best_allowed = _best(acc, allowed, depth)
     pool = _sorted_unique(np.concatenate([overall, best_allowed]))
     if not len(best_allowed) or acc[best_allowed].min() >= acc[overall].min():
