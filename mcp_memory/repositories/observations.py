@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from mcp_memory.db import Row
 from mcp_memory.errors import NotFoundError
 from mcp_memory.models.records import Observation
-from mcp_memory.repositories.base import ID_CHUNK, Repository, chunked, dump_json, placeholders, row_dict
+from mcp_memory.repositories.base import Repository, dump_json, placeholders, row_dict
 
 _COLUMNS = (
     "id, project, session_id, agent_id, seq, type, title, content, facts, concepts, files, importance, "
@@ -23,6 +23,17 @@ SPANS_SQL = (
 )
 """When each of a list of sessions began and last went on: one min and one max per session, each a
 seek in observations_by_session_time (a GROUP BY over their rows would read every one of them)."""
+
+
+_WITH_WINDOWS_SQL = (
+    f"WITH hit AS (SELECT {_COLUMNS}, fix_cues FROM observations "
+    "WHERE +project = ? AND id IN (SELECT value FROM json_each(?))), "
+    "span AS (SELECT session_id, min(seq) AS first, max(seq) + ? AS last FROM hit WHERE type = ? GROUP BY session_id) "
+    "SELECT 1 AS asked, * FROM hit UNION ALL "
+    f"SELECT 0, {', '.join('o.' + c for c in _COLUMNS.split(', '))}, o.fix_cues "
+    "FROM span JOIN observations o ON o.session_id = span.session_id AND o.seq BETWEEN span.first AND span.last"
+)
+"""Observations asked for by id (`asked` 1) and the windows around those of one type (`asked` 0)."""
 
 
 def _obs(row: Row) -> Observation:
@@ -162,16 +173,32 @@ class ObservationRepository(Repository):
         )
         return [_obs(r) for r in rows]
 
-    async def windows(self, spans: Sequence[tuple[str, int, int]]) -> list[tuple[Observation, str | None]]:
-        """Observations at positions `first`..`last` of each (session, first, last), with their
-        stored fix cues, by session and position; one statement for them all (a search asks for a few)."""
-        found: list[tuple[Observation, str | None]] = []
-        for chunk in chunked(spans, ID_CHUNK // 3):
-            where = " OR ".join(["(session_id = ? AND seq BETWEEN ? AND ?)"] * len(chunk))
-            params = [value for span in chunk for value in span]
-            rows = await self.conn.fetchall(f"SELECT {_COLUMNS}, fix_cues FROM observations WHERE {where}", params)
-            found += map(_obs_with_cues, rows)
-        return sorted(found, key=lambda pair: (pair[0].session_id, pair[0].seq))
+    async def get_many_with_windows(
+        self, ids: Sequence[str], project: str, *, around: str, after: int
+    ) -> tuple[list[Observation], list[tuple[Observation, str | None]]]:
+        """The observations among `ids` that exist in `project`, in the order of `ids`, and the
+        windows around those of type `around`: in each of their sessions, the observations from
+        the first of them to `after` positions past the last, with their stored fix cues, by
+        session and position. One statement for both: a search asks this of every page it shows."""
+        if not ids:
+            return [], []
+        rows = await self.conn.fetchall(_WITH_WINDOWS_SQL, (project, json.dumps(list(ids)), after, around))
+        made: dict[str, tuple[Observation, str | None]] = {}
+        asked: dict[str, Observation] = {}
+        window: list[tuple[Observation, str | None]] = []
+        for row in rows:
+            data = row_dict(row, _LISTS)
+            in_window = not data.pop("asked")
+            pair = made.get(data["id"])  # an error asked for is also in its own window: made once
+            if pair is None:
+                cues = data.pop("fix_cues")
+                pair = made[data["id"]] = (Observation(**data), cues)
+            if in_window:
+                window.append(pair)
+            else:
+                asked[pair[0].id] = pair[0]
+        window.sort(key=lambda pair: (pair[0].session_id, pair[0].seq))
+        return [asked[i] for i in ids if i in asked], window
 
     async def in_session(self, session_id: str) -> list[Observation]:
         """Every observation of a session, in order."""

@@ -272,28 +272,30 @@ class SearchService(Service):
         }  # fmt: skip
         into.missing = [i for i in ids if public_id(i) not in found]
 
-    async def _pair_fixes(
-        self, observations: ObservationRepository, found: Sequence[Observation], rendered: dict[str, Hit]
+    def _pair_fixes(
+        self,
+        found: Sequence[Observation],
+        windows: Sequence[tuple[Observation, str | None]],
+        rendered: dict[str, Hit],
     ) -> None:
         """Name on each error hit the fix its session recorded after it: asked how something was
-        fixed, a search matches the error's words, which the fix seldom repeats."""
+        fixed, a search matches the error's words, which the fix seldom repeats. `windows` are the
+        observations after the error hits (the fix follows soon: not whole sessions, as a session
+        of thousands would cost every query) with their stored cues, by session and position."""
         by_session: dict[str, list[Observation]] = {}
         for obs in found:
             if obs.type == "error":
                 by_session.setdefault(obs.session_id, []).append(obs)
         if not by_session:
             return
-        # The fix follows soon: a window after the errors, read in one statement for every session,
-        # not whole sessions (a session of thousands would cost every query).
-        spans = [(s, min(o.seq for o in e), max(o.seq for o in e) + FIX_WINDOW) for s, e in by_session.items()]
-        windows: dict[str, list[Observation]] = {}
+        after: dict[str, list[Observation]] = {}
         cues: dict[str, str | None] = {}
-        for obs, stored in await observations.windows(spans):
-            windows.setdefault(obs.session_id, []).append(obs)
+        for obs, stored in windows:
+            after.setdefault(obs.session_id, []).append(obs)
             cues[obs.id] = stored
         paired: dict[str, Observation] = {}
         for session_id, mine in by_session.items():
-            paired |= pair_fixes(self.deps.index.analyzer, mine, windows.get(session_id, []), cues)
+            paired |= pair_fixes(self.deps.index.analyzer, mine, after.get(session_id, []), cues)
         for error_id, fix in paired.items():
             rendered[error_id].fixed_by = FixRef(id=fix.id, text=shorten(fix.content, 200))
 
@@ -304,7 +306,9 @@ class SearchService(Service):
             ids_by_kind.setdefault(hit.kind, []).append(hit.doc_id)
         rendered: dict[str, Hit] = {}
         observations = ObservationRepository(conn)
-        found_obs = await observations.get_many(ids_by_kind.get("observation", []), project)
+        found_obs, windows = await observations.get_many_with_windows(
+            ids_by_kind.get("observation", []), project, around="error", after=FIX_WINDOW
+        )
         for obs in found_obs:
             around = await observations.neighbours(obs.session_id, obs.seq, neighbours) if neighbours else []
             rendered[obs.id] = Hit(
@@ -320,7 +324,7 @@ class SearchService(Service):
                 created_at=obs.created_at,
                 context=[f"{other.seq - obs.seq:+d}: {shorten(other.content, 200)}" for other in around],
             )
-        await self._pair_fixes(observations, found_obs, rendered)
+        self._pair_fixes(found_obs, windows, rendered)
         for mem in await MemoryRepository(conn).get_many(ids_by_kind.get("memory", []), project):
             rendered[mem.id] = Hit(
                 id=mem.id,
