@@ -419,6 +419,27 @@ async def test_recall_can_carry_each_hits_neighbouring_turns(client: Client, clo
     assert "neighbours" in await call_error(client, "memory_recall", query="WAL", neighbours=4)
 
 
+async def test_recall_frames_each_hit_with_its_own_sessions_turns(client: Client, clock: FakeClock) -> None:
+    turns = {
+        "alpha": ["Kiwi crate shipped to the depot.", "Alpha filler about lunch.", "Kiwi crate returned damaged."],
+        "beta": ["Kiwi invoice sent to accounting.", "Beta filler about the weather."],
+    }
+    for session, contents in turns.items():
+        for content in contents:
+            await call(client, "memory_observe", content=content, session_id=session)
+            clock.advance(minutes=1)
+
+    hits = (await call(client, "memory_recall", query="kiwi", limit=10, neighbours=1))["hits"]
+
+    framed = {h["snippet"]: h["context"] for h in hits}
+    # the page's turns are read in one statement: each hit keeps to its own session and positions
+    assert framed[turns["alpha"][0]] == [f"+1: {turns['alpha'][1]}"]
+    assert framed[turns["alpha"][2]] == [f"-1: {turns['alpha'][1]}"]
+    assert framed[turns["beta"][0]] == [f"+1: {turns['beta'][1]}"]
+    if turns["alpha"][1] in framed:  # lent a share of its neighbours' scores
+        assert framed[turns["alpha"][1]] == [f"-1: {turns['alpha'][0]}", f"+1: {turns['alpha'][2]}"]
+
+
 async def test_recall_returns_compact_hits_with_the_callers_ref_and_time(client: Client) -> None:
     saved = await call(
         client,

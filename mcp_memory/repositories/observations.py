@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from mcp_memory.db import Row
 from mcp_memory.errors import NotFoundError
 from mcp_memory.models.records import Observation
-from mcp_memory.repositories.base import Repository, dump_json, placeholders, row_dict
+from mcp_memory.repositories.base import ID_CHUNK, Repository, chunked, dump_json, placeholders, row_dict
 
 _COLUMNS = (
     "id, project, session_id, agent_id, seq, type, title, content, facts, concepts, files, importance, "
@@ -164,14 +164,16 @@ class ObservationRepository(Repository):
         )
         return [_obs(r) for r in reversed(earlier)], [_obs(r) for r in later]
 
-    async def neighbours(self, session_id: str, seq: int, width: int) -> list[Observation]:
-        """Observations of the same session within `width` positions of `seq` (excluding it)."""
-        rows = await self.conn.fetchall(
-            f"SELECT {_COLUMNS} FROM observations WHERE session_id = ? AND seq BETWEEN ? AND ? AND seq <> ? "
-            "ORDER BY seq",
-            (session_id, seq - width, seq + width, seq),
-        )
-        return [_obs(r) for r in rows]
+    async def in_spans(self, spans: Sequence[tuple[str, int, int]]) -> list[Observation]:
+        """The observations at positions `first`..`last` of each (session, first, last), by
+        session and position: one statement for a page of hits' neighbours, not one each."""
+        found: list[Observation] = []
+        for chunk in chunked(spans, ID_CHUNK // 3):
+            where = " OR ".join(["(session_id = ? AND seq BETWEEN ? AND ?)"] * len(chunk))
+            params = [value for span in chunk for value in span]
+            found += map(_obs, await self.conn.fetchall(f"SELECT {_COLUMNS} FROM observations WHERE {where}", params))
+        unique = {o.id: o for o in found}  # spans of two chunks may overlap
+        return sorted(unique.values(), key=lambda o: (o.session_id, o.seq))
 
     async def get_many_with_windows(
         self, ids: Sequence[str], project: str, *, around: str, after: int

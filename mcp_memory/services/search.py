@@ -309,8 +309,17 @@ class SearchService(Service):
         found_obs, windows = await observations.get_many_with_windows(
             ids_by_kind.get("observation", []), project, around="error", after=FIX_WINDOW
         )
+        by_session: dict[str, list[Observation]] = {}  # the turns around each hit, read in one statement
+        if neighbours:
+            spans = [(o.session_id, o.seq - neighbours, o.seq + neighbours) for o in found_obs]
+            for other in await observations.in_spans(spans):
+                by_session.setdefault(other.session_id, []).append(other)
         for obs in found_obs:
-            around = await observations.neighbours(obs.session_id, obs.seq, neighbours) if neighbours else []
+            around = [
+                other
+                for other in by_session.get(obs.session_id, [])
+                if other.seq != obs.seq and abs(other.seq - obs.seq) <= neighbours
+            ]
             rendered[obs.id] = Hit(
                 id=obs.id,
                 kind="observation",
