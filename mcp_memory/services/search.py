@@ -360,10 +360,9 @@ class SearchService(Service):
                 type=lesson.kind,
                 created_at=lesson.created_at,
             )
-        sessions = SessionRepository(conn)
-        for session_id in ids_by_kind.get("session", []):
-            session = await sessions.get_or_none(session_id, project)
-            if session is not None:
+        session_ids = ids_by_kind.get("session", [])  # stored ids, as the index keeps them
+        for session in await SessionRepository(conn).get_many(session_ids) if session_ids else []:
+            if session.project == project:
                 rendered[session.id] = Hit(
                     id=session.id,
                     kind="session",
