@@ -15,6 +15,7 @@ from mcp_memory.errors import BusyError, ConflictError, StorageError
 from mcp_memory.migrate import apply_migrations
 from mcp_memory.migrations import MIGRATIONS
 from mcp_memory.repositories.observations import SPANS_SQL
+from mcp_memory.repositories.sessions import RECENT_FIRST
 
 SPEC_TABLES = {
     "sessions", "observations", "memories", "lessons", "outcomes", "mistake_cards", "slots", "actions",
@@ -69,6 +70,22 @@ async def test_the_edges_of_records_going_away_are_found_without_reading_every_e
         assert "SCAN relations" not in details
         assert any("relations_by_source" in d for d in details)
         assert any("relations_by_target" in d for d in details)
+    finally:
+        await db.close()
+
+
+async def test_the_most_recent_sessions_are_read_without_sorting_every_session(tmp_path: Path) -> None:
+    db = await Database.open(tmp_path / "m.db")
+    try:
+        async with db.read() as conn:
+            plan = await conn.fetchall(
+                f"EXPLAIN QUERY PLAN SELECT * FROM sessions WHERE project = ? AND ended_at IS NULL {RECENT_FIRST} "
+                "LIMIT 5",
+                ("p",),
+            )
+        details = [row[3] for row in plan]
+        # walked in the index's order and stopped after five, not every session sorted to find them
+        assert details == ["SEARCH sessions USING INDEX sessions_by_activity (project=?)"]
     finally:
         await db.close()
 

@@ -87,7 +87,7 @@ async def test_imported_rows_in_the_other_spelling_join_the_project(client: Clie
 
 
 def _respell_as_an_older_release_stored_it(path: Path) -> None:
-    """Rename the composed project to its decomposed spelling everywhere, and undo migrations 13 to 17."""
+    """Rename the composed project to its decomposed spelling everywhere, and undo migrations 13 to 18."""
     with sqlite3.connect(path) as conn:
         tables = [name for (name,) in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")]
         for table in tables:
@@ -102,6 +102,7 @@ def _respell_as_an_older_release_stored_it(path: Path) -> None:
         conn.execute("DROP TRIGGER lessons_since_us_insert")
         conn.execute("DROP TRIGGER lessons_since_us_update")
         conn.execute("ALTER TABLE lessons DROP COLUMN since_us")
+        conn.execute("DROP INDEX sessions_by_activity")
         conn.execute("DELETE FROM schema_migrations WHERE version >= 13")
 
 

@@ -15,6 +15,10 @@ _COLUMNS = (
 )
 
 
+RECENT_FIRST = "ORDER BY last_activity_at DESC, id DESC"
+"""The order of session pages, the most recently active first: index sessions_by_activity's."""
+
+
 class SessionRepository(Repository):
     """Sessions of every project; callers always pass the project they act for."""
 
@@ -134,7 +138,7 @@ class SessionRepository(Repository):
         elif status == "ended":
             where += " AND ended_at IS NOT NULL"
         rows = await self.conn.fetchall(
-            f"SELECT {_COLUMNS} FROM sessions WHERE {where} ORDER BY last_activity_at DESC, id DESC LIMIT ? OFFSET ?",
+            f"SELECT {_COLUMNS} FROM sessions WHERE {where} {RECENT_FIRST} LIMIT ? OFFSET ?",
             (*params, limit, offset),
         )
         total = await self.conn.fetchval(f"SELECT count(*) FROM sessions WHERE {where}", params)
