@@ -119,6 +119,15 @@ def test_a_record_carries_the_dates_its_text_writes_out() -> None:
     assert "@--09" not in tokens  # a yearless day is not taken for a month
 
 
+def test_dates_are_read_whatever_case_the_text_writes_them_in() -> None:
+    tokens = record_tokens("İZMİR TRIP: flew out MAY 7, 2023; back in JUNE. They may 2x the budget.", MAY_8.timestamp())
+    # a letter whose lower case is longer ("İ") before a date leaves where the date stands unchanged
+    assert {"@2023-05-07", "@--05-07", "@--06"} <= set(tokens)
+    assert "@--05-02" not in tokens  # "may" in lower case is still the verb
+    # a long s is no "s": no month is read in "ſep", and no error either (it once was a KeyError)
+    assert "@2020-09" not in record_tokens("Moved out ſep 2020.", MAY_8.timestamp())
+
+
 @pytest.mark.parametrize(
     "query", ["2024-03-03", "March 3 2024", "3 March 2024", "March 3", "what is due on 2024-03-03?"]
 )

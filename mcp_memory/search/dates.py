@@ -54,21 +54,23 @@ _NUMBERS = {
 WORDS = frozenset(_MONTHS) | frozenset(_WEEKDAYS) | {"yesterday", "today", "tonight", "weekend", "morning", "afternoon"}
 """Words that name a time: a query's way of saying when, never a misspelling of a word about what."""
 
+# The absolute patterns are matched in lower-cased text (`_lowered`): with IGNORECASE, Python's re
+# tries every spelling of every month name at every position, half of what reading a note's dates cost.
 _MONTH = "(" + "|".join(sorted(_MONTHS, key=len, reverse=True)) + r")\.?"
 _ISO = re.compile(r"\b(\d{4})-(\d{2})(?:-(\d{2}))?\b")
-_DAY_MONTH_YEAR = re.compile(rf"\b(\d{{1,2}})(?:st|nd|rd|th)?\s+(?:of\s+)?{_MONTH},?\s+(\d{{4}})\b", re.IGNORECASE)
-_MONTH_DAY_YEAR = re.compile(rf"\b{_MONTH}\s+(\d{{1,2}})(?:st|nd|rd|th)?,?\s+(\d{{4}})\b", re.IGNORECASE)
-_MONTH_YEAR = re.compile(rf"\b{_MONTH},?\s+(\d{{4}})\b", re.IGNORECASE)
-_YEAR = re.compile(r"\b(?:in|during|of|since|from)\s+((?:19|20)\d{2})\b", re.IGNORECASE)
+_DAY_MONTH_YEAR = re.compile(rf"\b(\d{{1,2}})(?:st|nd|rd|th)?\s+(?:of\s+)?{_MONTH},?\s+(\d{{4}})\b")
+_MONTH_DAY_YEAR = re.compile(rf"\b{_MONTH}\s+(\d{{1,2}})(?:st|nd|rd|th)?,?\s+(\d{{4}})\b")
+_MONTH_YEAR = re.compile(rf"\b{_MONTH},?\s+(\d{{4}})\b")
+_YEAR = re.compile(r"\b(?:in|during|of|since|from)\s+((?:19|20)\d{2})\b")
 # A day or month named without a year ("on May 7", "the 3rd of March", "in June") means that day
 # or month of any year. A bare month is read only after a preposition ("I may" is no date).
-_DAY_MONTH = re.compile(rf"\b(\d{{1,2}})(?:st|nd|rd|th)?\s+(?:of\s+)?{_MONTH}(?![\w-])", re.IGNORECASE)
-_MONTH_DAY = re.compile(rf"\b{_MONTH}\s+(\d{{1,2}})(?:st|nd|rd|th)?(?![\w:-])", re.IGNORECASE)
+_DAY_MONTH = re.compile(rf"\b(\d{{1,2}})(?:st|nd|rd|th)?\s+(?:of\s+)?{_MONTH}(?![\w-])")
+_MONTH_DAY = re.compile(rf"\b{_MONTH}\s+(\d{{1,2}})(?:st|nd|rd|th)?(?![\w:-])")
 _PREPOSITION = re.compile(
     r"\b(?:on|of|by|until|till|since|before|after|in|from|to)\s+(?:the\s+)?(?:\d{1,2}(?:st|nd|rd|th)?\s+(?:of\s+)?)?$",
     re.IGNORECASE,
 )
-_IN_MONTH = re.compile(rf"\b(?:in|during|since|of|early|late|mid)[\s-]+{_MONTH}(?![\w-])(?!\s*\d)", re.IGNORECASE)
+_IN_MONTH = re.compile(rf"\b(?:in|during|since|of|early|late|mid)[\s-]+{_MONTH}(?![\w-])(?!\s*\d)")
 _RELATIVE = re.compile(
     r"\b(yesterday|today|tonight|this morning|this afternoon|last night|the day before yesterday|"
     r"last (?:week|weekend|month|year)|"
@@ -80,9 +82,18 @@ _RELATIVE_ANY_CASE = re.compile(_RELATIVE.pattern, re.IGNORECASE)  # for queries
 _RELATIVE_HINTS = ("yesterday", "today", "tonight", "this morning", "this afternoon", "last ", " ago")
 
 
+def _lowered(text: str) -> str:
+    """`text` lower-cased letter for letter, so that a span found in it is the same span of `text`
+    (a letter whose lower case is longer, as "İ", is kept as it is)."""
+    lowered = text.lower()
+    if len(lowered) == len(text):
+        return lowered
+    return "".join(low if len(low := letter.lower()) == 1 else letter for letter in text)
+
+
 def _relative_matches(text: str) -> list[re.Match[str]]:
     """The relative expressions ("yesterday", "two weeks ago", …) of `text`, matched lower-cased."""
-    lowered = text.lower()
+    lowered = _lowered(text)
     if not any(hint in lowered for hint in _RELATIVE_HINTS):
         return []
     return list(_RELATIVE.finditer(lowered))
@@ -189,31 +200,33 @@ def _absolute_dates(text: str) -> tuple[list[DatePhrase], list[tuple[int, int]]]
         if found:
             phrases.append(DatePhrase(*match.span(), found))
 
-    for match in _ISO.finditer(text):
+    lowered = _lowered(text)
+
+    for match in _ISO.finditer(lowered):
         if free(match):
             year, month, day = (int(g) if g else 0 for g in match.groups())
             add(match, _valid_day(year, month, day) if day else month_tokens(year, month))
-    for match in _DAY_MONTH_YEAR.finditer(text):
+    for match in _DAY_MONTH_YEAR.finditer(lowered):
         if free(match):
-            add(match, _valid_day(int(match[3]), _MONTHS[match[2].lower()], int(match[1])))
-    for match in _MONTH_DAY_YEAR.finditer(text):
+            add(match, _valid_day(int(match[3]), _MONTHS[match[2]], int(match[1])))
+    for match in _MONTH_DAY_YEAR.finditer(lowered):
         if free(match):
-            add(match, _valid_day(int(match[3]), _MONTHS[match[1].lower()], int(match[2])))
-    for match in _MONTH_YEAR.finditer(text):
+            add(match, _valid_day(int(match[3]), _MONTHS[match[1]], int(match[2])))
+    for match in _MONTH_YEAR.finditer(lowered):
         if free(match):
-            add(match, month_tokens(int(match[2]), _MONTHS[match[1].lower()]))
-    for match in _YEAR.finditer(text):
+            add(match, month_tokens(int(match[2]), _MONTHS[match[1]]))
+    for match in _YEAR.finditer(lowered):
         if free(match):
             add(match, [f"@{match[1]}"])
-    for match in _DAY_MONTH.finditer(text):
+    for match in _DAY_MONTH.finditer(lowered):
         if not _modal(text, match, 2) and free(match):
-            add(match, _yearless_day(_MONTHS[match[2].lower()], int(match[1])))
-    for match in _MONTH_DAY.finditer(text):
+            add(match, _yearless_day(_MONTHS[match[2]], int(match[1])))
+    for match in _MONTH_DAY.finditer(lowered):
         if not _modal(text, match, 1) and free(match):
-            add(match, _yearless_day(_MONTHS[match[1].lower()], int(match[2])))
-    for match in _IN_MONTH.finditer(text):
+            add(match, _yearless_day(_MONTHS[match[1]], int(match[2])))
+    for match in _IN_MONTH.finditer(lowered):
         if free(match):
-            add(match, [f"{PREFIX}--{_MONTHS[match[1].lower()]:02d}"])
+            add(match, [f"{PREFIX}--{_MONTHS[match[1]]:02d}"])
     return phrases, taken
 
 
@@ -246,7 +259,7 @@ def _valid_day(year: int, month: int, day: int) -> list[str]:
 def _modal(text: str, match: re.Match[str], group: int) -> bool:
     """Whether the month word of a yearless date is rather the verb: "may" in lower case, not
     right after a preposition ("they may 2x it", but "on may 7")."""
-    if match[group] != "may":
+    if text[match.start(group) : match.end(group)] != "may":  # as written: `match` is of the lower-cased text
         return False
     return _PREPOSITION.search(text, 0, match.start(group)) is None
 
