@@ -225,6 +225,35 @@ def _keys_scores(partition: Partition, query: list[int]) -> tuple[np.ndarray, np
     return np.array([partition.keys[i] for i in docs.tolist()], dtype=object), scores
 
 
+def test_a_record_moved_in_time_keeps_its_postings_and_ranks_as_a_fresh_index_does() -> None:
+    def turn(number: int, seq: int, at: float, weight: float = 0.5) -> DocAttrs:
+        return DocAttrs(1, 0, 1, at, seq, weight, digest=number)
+
+    first = {"t1": [1, 2, 3], "t2": [2, 4, 5, 5], "t3": [1, 5, 6], "s": [1, 2, 4, 6] * 40}  # "s": a long digest
+    attrs = {"t1": turn(1, 1, 10.0), "t2": turn(2, 2, 20.0), "t3": turn(3, 3, 30.0), "s": turn(4, -1, 30.0)}
+    live = Partition(BM25Params())
+    for key, terms in first.items():
+        live.add(key, encode_terms(Counter(terms).items()), len(terms), attrs[key])
+    postings = live.posting_count
+    # the session's summary re-dated and an observation's importance changed: the same words
+    attrs["s"] = turn(4, -1, 86_400.0 * 40)
+    attrs["t1"] = turn(1, 1, 10.0, weight=0.9)
+    live.add("s", encode_terms(Counter(first["s"]).items()), len(first["s"]), attrs["s"])
+    live.add_many([("t1", encode_terms(Counter(first["t1"]).items()), len(first["t1"]), attrs["t1"])])
+
+    assert live.posting_count == postings  # no dead copy of the digest's terms left behind
+    assert len(live.keys) == live.n_docs == 4
+    fresh = Partition(BM25Params())
+    for key, terms in first.items():
+        fresh.add(key, encode_terms(Counter(terms).items()), len(terms), attrs[key])
+    now = 86_400.0 * 41
+    for query in ([1], [5], [2, 6], [4, 5, 6]):
+        got, want = live.search(query, Filter(), 10, now), fresh.search(query, Filter(), 10, now)
+        assert [(k, at) for k, _, at in got] == [(k, at) for k, _, at in want]
+        assert [score for _, score, _ in got] == pytest.approx([score for _, score, _ in want], rel=1e-12)
+    assert [key for key, _, _ in live.search([1], Filter(since=86_400.0), 10)] == ["s"]  # filtered by its new time
+
+
 def test_compaction_keeps_results() -> None:
     partition = Partition(BM25Params())
     rng = random.Random(7)

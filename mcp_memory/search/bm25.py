@@ -83,6 +83,8 @@ class BM25Model(DocStore):
 
     def add(self, key: str, blob: bytes, length: int, attrs: DocAttrs) -> None:
         """Add (or replace) a document; touches only the postings of its own terms."""
+        if self._only_moved(key, blob, length, attrs):
+            return
         saved = self._saved_vector(key)
         self.remove(key)
         i = self._place(key, blob, length, attrs, saved)
@@ -112,6 +114,7 @@ class BM25Model(DocStore):
         touched once for the whole batch rather than once per document.
         """
         latest = {key: (blob, length, attrs) for key, blob, length, attrs in docs}
+        latest = {key: doc for key, doc in latest.items() if not self._only_moved(key, *doc)}
         if len(latest) < _GROUPED_BATCH:
             for key, (blob, length, attrs) in latest.items():
                 self.add(key, blob, length, attrs)
@@ -131,6 +134,15 @@ class BM25Model(DocStore):
             self._bump_df(term, end - start)
         self._base = None
         self._version += 1
+
+    def _only_moved(self, key: str, blob: bytes, length: int, attrs: DocAttrs) -> bool:
+        """Take a document's new time, importance, kind and type in place when its words and its
+        place in its session are unchanged (a continued session's summary is re-dated on every
+        observation): replacing it would take hundreds of terms out of the postings and put them back."""
+        i = self.local.get(key)
+        if i is None or self.blobs[i] != blob or int(self._dl[i]) != length:
+            return False
+        return self._retag(i, attrs)
 
     def _place(
         self, key: str, blob: bytes, length: int, attrs: DocAttrs, saved: tuple[int, npt.NDArray[np.float32]] | None

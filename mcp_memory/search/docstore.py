@@ -317,6 +317,15 @@ class DocStore:
         self._digest[i] = attrs.digest
         self._has_vec[i] = False
 
+    def _retag(self, i: int, attrs: DocAttrs) -> bool:
+        """Give document `i` the kind, type, time and importance of `attrs` if its session, position
+        and text digest are those of `attrs` (its links and vector then stay as they are)."""
+        if (int(self._session[i]), int(self._seq[i]), int(self._digest[i])) != (attrs.session, attrs.seq, attrs.digest):
+            return False
+        self._kind[i], self._subtype[i] = attrs.kind, attrs.subtype
+        self._at[i], self._weight[i] = attrs.at, attrs.weight
+        return True
+
     def _attrs(self, i: int) -> DocAttrs:
         return DocAttrs(
             int(self._kind[i]),
