@@ -5,7 +5,7 @@ Never edit a migration that has shipped: add the next number.
 
 from __future__ import annotations
 
-from mcp_memory.migrations_tally import PROFILE_TALLY
+from mcp_memory.migrations_tally import PROFILE_TALLY, TALLY_SEEKS_SPENT_COUNTS
 
 # Times are UTC ISO-8601 text ("2026-01-02T03:04:05.000000Z"); lists are JSON arrays in TEXT.
 _V1_FOUNDATION = [
@@ -451,4 +451,5 @@ MIGRATIONS: list[tuple[int, str, list[str]]] = [
         _V17_LESSON_STANDINGS,
     ),
     (18, "an index on sessions by last activity, for the most recent ones first", _V18_SESSIONS_BY_ACTIVITY),
+    (19, "counts that reach 0 found among the values taken away, not the whole tally", TALLY_SEEKS_SPENT_COUNTS),
 ]

@@ -6,6 +6,7 @@ through an export), whichever server wrote them."""
 from __future__ import annotations
 
 import random
+import sqlite3
 from collections import Counter
 from contextlib import AsyncExitStack
 from pathlib import Path
@@ -13,6 +14,7 @@ from typing import Any
 
 from mcp import Client
 
+from mcp_memory.config import Settings
 from mcp_memory.server import build_server
 from tests.conftest import FakeClock, call
 from tests.test_tools_operations import export_document, fresh_settings
@@ -137,3 +139,39 @@ async def test_the_observation_count_follows_folds_forgets_and_imports(tmp_path:
     assert sum(s["folded_count"] for s in document["tables"]["sessions"]) > 0  # the cap folded some
     assert profile["observations"] == listed["total"] == kept
     assert kept <= 10 + 2  # the long session within its cap, the short one less its forgotten turn
+
+
+def _steps_to_delete(path: Path, obs_id: str) -> int:
+    """SQLite's virtual machine steps (in hundreds) to delete one observation, its triggers included."""
+    steps = 0
+
+    def tick() -> int:
+        nonlocal steps
+        steps += 1
+        return 0
+
+    with sqlite3.connect(path) as conn:
+        conn.set_progress_handler(tick, 100)
+        conn.execute("DELETE FROM observations WHERE id = ?", (obs_id,))
+        conn.set_progress_handler(None, 0)
+    return steps
+
+
+async def test_taking_a_record_away_reads_only_the_counts_of_its_own_values(client: Client, settings: Settings) -> None:
+    ids = []
+    for i in range(2):
+        saved = await call(client, "memory_observe", content=f"Note {i}", concepts=["a", f"b{i}"], files=["a.py"])
+        ids.append(saved["id"])
+    small = _steps_to_delete(settings.db, ids[0])
+    with sqlite3.connect(settings.db) as conn:  # a project that has said 20,000 other things
+        conn.executemany(
+            "INSERT INTO profile_tally (project, field, value, n) VALUES (?, ?, ?, 3)",
+            [(settings.project, field, f"other{i}") for field in ("concepts", "files") for i in range(10_000)],
+        )
+    large = _steps_to_delete(settings.db, ids[1])
+
+    # Reading every count of the project to find those left at 0 took over a hundred times as many.
+    assert large <= small + 5, (small, large)
+    with sqlite3.connect(settings.db) as conn:
+        left = dict(conn.execute("SELECT value, n FROM profile_tally WHERE value NOT LIKE 'other%'").fetchall())
+    assert left == {}  # both notes gone: every count of their own values went with them

@@ -87,7 +87,8 @@ async def test_imported_rows_in_the_other_spelling_join_the_project(client: Clie
 
 
 def _respell_as_an_older_release_stored_it(path: Path) -> None:
-    """Rename the composed project to its decomposed spelling everywhere, and undo migrations 13 to 18."""
+    """Rename the composed project to its decomposed spelling everywhere, and undo migrations 13 to 18
+    (19 replaces its own triggers again)."""
     with sqlite3.connect(path) as conn:
         tables = [name for (name,) in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")]
         for table in tables:

@@ -22,11 +22,11 @@ TURNS = [
 
 
 def undo_after_schema_6(conn: sqlite3.Connection) -> None:
-    """Take away what migrations 7 to 18 added: the profile's running count, the triggers that keep
+    """Take away what migrations 7 to 19 added: the profile's running count, the triggers that keep
     it, the notes of forgotten records, the index of observations by type, the notes of folded ones,
     the index of relations by source, the scores of pruned outcomes (13 changed data only), the
     index of observations by session and time, the observations' fix cues, lessons' standings and
-    the index of sessions by activity."""
+    the index of sessions by activity (19 changed triggers the first line drops)."""
     for (trigger,) in conn.execute("SELECT name FROM sqlite_master WHERE type = 'trigger'").fetchall():
         conn.execute(f"DROP TRIGGER {trigger}")
     conn.execute("DROP TABLE profile_tally")
@@ -80,7 +80,7 @@ async def test_a_schema_1_file_is_migrated_and_re_analysed(settings: Settings, c
         hits = (await call(client, "memory_recall", query="Caroline support group 7 May 2023"))["hits"]
         found = await call(client, "memory_smart_search", query="adoption agencies")
 
-    assert diagnosis["schema_version"] == MIGRATIONS[-1][0] == 18
+    assert diagnosis["schema_version"] == MIGRATIONS[-1][0] == 19
     assert diagnosis["analyzer_version"] == ANALYZER_VERSION
     assert diagnosis["index_in_sync"] is True
     assert diagnosis["index_docs"] == diagnosis["stored_docs"] == {"observation": 3, "memory": 1}
