@@ -20,7 +20,7 @@ from mcp_memory.search.bm25 import BM25Params
 from mcp_memory.search.docstore import Columns, DocAttrs, Filter
 from mcp_memory.search.index import IndexDoc, SearchFilter, SearchIndex
 from mcp_memory.search.partition import Partition
-from mcp_memory.search.postings import encode_terms
+from mcp_memory.search.postings import Postings, encode_terms
 from mcp_memory.services.index_docs import DocSpec
 
 TEXTS = [
@@ -252,6 +252,36 @@ def test_a_record_moved_in_time_keeps_its_postings_and_ranks_as_a_fresh_index_do
         assert [(k, at) for k, _, at in got] == [(k, at) for k, _, at in want]
         assert [score for _, score, _ in got] == pytest.approx([score for _, score, _ in want], rel=1e-12)
     assert [key for key, _, _ in live.search([1], Filter(since=86_400.0), 10)] == ["s"]  # filtered by its new time
+
+
+def test_postings_settled_bit_by_bit_hold_every_addition_and_leave_earlier_views_and_neighbours_alone() -> None:
+    loaded_docs = np.arange(10, dtype=np.int32)
+    loaded_tfs = np.arange(10, dtype=np.uint16)
+    postings = Postings(loaded_docs[:4], loaded_tfs[:4])  # a loaded slice: the next term's postings follow
+    rng = random.Random(3)
+    want_docs, want_tfs = list(range(4)), list(range(4))
+    views = []
+    for round_ in range(60):
+        for _ in range(rng.randrange(1, 9)):
+            doc, tf = 100 + len(want_docs), rng.randrange(1, 50)
+            postings.append(doc, tf)
+            want_docs.append(doc)
+            want_tfs.append(tf)
+        if round_ % 3 == 0:
+            postings.extend(np.array([7_000 + round_], dtype=np.int32), np.array([2], dtype=np.uint16))
+            want_docs.append(7_000 + round_)
+            want_tfs.append(2)
+        postings.settle()
+        views.append((postings.docs, postings.tfs, list(want_docs), list(want_tfs)))
+        assert postings.docs.tolist() == want_docs
+        assert postings.tfs.tolist() == want_tfs
+    assert loaded_docs.tolist() == list(range(10))
+    assert loaded_tfs.tolist() == list(range(10))
+    # settled into room left after them: a new array a quarter larger now and then, not one per settle
+    assert len({docs.ctypes.data for docs, _, _, _ in views}) <= 15
+    for docs, tfs, at_docs, at_tfs in views:  # what a query read earlier is as it was
+        assert docs.tolist() == at_docs
+        assert tfs.tolist() == at_tfs
 
 
 def test_compaction_keeps_results() -> None:

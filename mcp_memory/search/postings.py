@@ -43,7 +43,7 @@ EMPTY_TFS: npt.NDArray[np.uint16] = np.empty(0, dtype=np.uint16)
 class Postings:
     """Documents containing one term: settled arrays plus a compact buffer of recent additions."""
 
-    __slots__ = ("added", "docs", "tfs")
+    __slots__ = ("_room_docs", "_room_tfs", "added", "docs", "tfs")
 
     def __init__(self, docs: IntArray, tfs: npt.NDArray[np.uint16]) -> None:
         self.docs = docs
@@ -52,6 +52,11 @@ class Postings:
         # because a bulk import adds millions of postings before a query settles them (8 bytes
         # each, not ~70), and one array rather than two, because a save creates ~80 of them.
         self.added: array[int] | None = None
+        # Arrays `docs` and `tfs` are the start of once settled, with room after them, so settling a
+        # few additions copies those, not the whole list (a common word's 70k postings, after every
+        # save, on the next query). A loaded slice has none: the next term's postings follow it.
+        self._room_docs: IntArray | None = None
+        self._room_tfs: npt.NDArray[np.uint16] | None = None
 
     def append(self, doc: int, tf: int) -> None:
         if self.added is None:
@@ -66,10 +71,20 @@ class Postings:
         self.added.frombytes(packed.tobytes())
 
     def settle(self) -> None:
+        """Move the recent additions into the arrays, growing them by a quarter when full."""
         if self.added:
             packed = np.frombuffer(self.added, dtype=np.int64)
-            self.docs = np.concatenate([self.docs, (packed >> 16).astype(np.int32)])
-            self.tfs = np.concatenate([self.tfs, (packed & 0xFFFF).astype(np.uint16)])
+            have, total = len(self.docs), len(self.docs) + len(packed)
+            room_docs, room_tfs = self._room_docs, self._room_tfs
+            if room_docs is None or room_tfs is None or len(room_docs) < total:
+                capacity = total + max(16, total // 4)
+                room_docs, room_tfs = np.empty(capacity, dtype=np.int32), np.empty(capacity, dtype=np.uint16)
+                room_docs[:have], room_tfs[:have] = self.docs, self.tfs
+                self._room_docs, self._room_tfs = room_docs, room_tfs
+            # past the end of `docs`: views handed out before never see these places
+            room_docs[have:total] = packed >> 16
+            room_tfs[have:total] = packed & 0xFFFF
+            self.docs, self.tfs = room_docs[:total], room_tfs[:total]
         self.added = None
 
     def __len__(self) -> int:
