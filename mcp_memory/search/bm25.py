@@ -276,7 +276,13 @@ class BM25Model(DocStore):
         if self._norm_at != self._version:
             k1, b = self.params.k1, self.params.b
             avgdl = self.total_len / self.n_docs
-            self._norm_cache = k1 * (1 - b + b * self._dl[: len(self.keys)] / avgdl)
+            # that expression's steps in its order, in place: one array made instead of four (the
+            # first query after a write pays this over every record)
+            norm = self._dl[: len(self.keys)] * b
+            norm /= avgdl
+            norm += 1 - b
+            norm *= k1
+            self._norm_cache = norm
             self._norm_at = self._version
         return self._norm_cache
 
@@ -306,11 +312,14 @@ class BM25Model(DocStore):
             postings = self._postings_of(term)
             if postings is not None:
                 postings.settle()
-                docs = postings.docs[self._alive[postings.docs]]
-                arrays.append(docs[self._mask(docs, flt)])  # filter first: a common term has many postings
+                arrays.append(postings.docs)
         if not arrays:
             return []
-        docs = np.unique(np.concatenate(arrays))
+        # filtered once for every term: per term, the filter's fixed cost was most of a memory save's
+        # check for a version to supersede (20 terms, 1.1 ms at 100k records)
+        docs = np.concatenate(arrays)
+        docs = docs[self._alive[docs]]
+        docs = np.unique(docs[self._mask(docs, flt)])
         return [self.keys[i] or "" for i in docs.tolist()]
 
     @property
@@ -327,12 +336,17 @@ class BM25Model(DocStore):
         # the mean does not depend on the order the histogram was filled in: an index updated in
         # place and one rebuilt from the same documents agree even when the idfs sum to about 0
         # (where a plain sum's rounding could flip the sign of every negative term's floor).
+        # Worked out on arrays (0.23 instead of 0.72 ms over 1,900 frequencies at 100k records, paid
+        # by the first query after every write), the same arithmetic per frequency: NumPy's log gave
+        # math.log's value on a million of a million arguments here, and is within a unit in the
+        # last place wherever it is built otherwise.
         if self._avg_idf_at != self._version:
-            n_terms = sum(self._df_hist.values())
-            total = math.fsum(
-                count * (math.log(self.n_docs - df + 0.5) - math.log(df + 0.5)) for df, count in self._df_hist.items()
-            )
-            self._avg_idf = total / n_terms if n_terms else 0.0
+            hist = self._df_hist
+            dfs = np.fromiter(hist.keys(), dtype=np.float64, count=len(hist))
+            counts = np.fromiter(hist.values(), dtype=np.float64, count=len(hist))
+            idfs = counts * (np.log(self.n_docs - dfs + 0.5) - np.log(dfs + 0.5))
+            n_terms = int(counts.sum())
+            self._avg_idf = math.fsum(idfs.tolist()) / n_terms if n_terms else 0.0
             self._avg_idf_at = self._version
         return self._avg_idf
 
