@@ -57,6 +57,7 @@ _HASHTAG = re.compile(r"(?<!\w)#([A-Za-z][\w-]{1,40})")
 _NAME = re.compile(r"(?<=[a-z,;:] )([A-Z][a-z]+(?: [A-Z][a-z]+){0,2})\b(?!\.\w)")
 _ABBREVIATED = re.compile(r"[A-Za-z](?:\.[A-Za-z])+")  # "e.g", "i.e", "U.S": dotted, but no identifier
 _WORD = re.compile(rf"(?:[^\W\d_][{MARKS}]*){{4,}}")  # a letter with its marks (Devanagari vowels) is one
+_ASCII_WORD = re.compile(r"[a-z]{4,}")  # the same in lower-cased ASCII text (most), a tenth of the time
 
 
 @dataclass(frozen=True, slots=True)
@@ -148,13 +149,13 @@ def extract_concepts(text: str, exclude: Sequence[str] = ()) -> list[str]:
     found = [m.group(1) for m in _HASHTAG.finditer(text) if m.group(1).casefold() not in STOP_WORDS]  # `#if` is C
     found += extract_identifiers(text)
     found += _names(text)
-    words = Counter(w for w in _WORD.findall(text.casefold()) if w not in STOP_WORDS)
+    folded = text.casefold()
+    words = Counter(w for w in (_ASCII_WORD if folded.isascii() else _WORD).findall(folded) if w not in STOP_WORDS)
     # Beside identifiers or names, a word said twice is how an error message reads ("connection to
     # server ... failed: Connection refused ... server running?"), not its topic: it takes three.
     least = 3 if found else 2
     found += [w for w, n in words.most_common() if n >= least]
-    folded = (c.casefold() for c in found)
-    concepts = [c for c in folded if c not in skip and not any(c in e for e in skip)]
+    concepts = [c for c in map(str.casefold, found) if c not in skip and not any(c in e for e in skip)]
     return _dedupe(concepts, MAX_CONCEPTS)
 
 
