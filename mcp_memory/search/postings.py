@@ -52,7 +52,7 @@ class Postings:
         # because a bulk import adds millions of postings before a query settles them (8 bytes
         # each, not ~70), and one array rather than two, because a save creates ~80 of them.
         self.added: array[int] | None = None
-        # Arrays `docs` and `tfs` are the start of once settled, with room after them, so settling a
+        # Once settled, `docs` and `tfs` are the start of these, with room after them, so settling a
         # few additions copies those, not the whole list (a common word's 70k postings, after every
         # save, on the next query). A loaded slice has none: the next term's postings follow it.
         self._room_docs: IntArray | None = None
