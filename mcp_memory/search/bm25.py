@@ -83,8 +83,11 @@ class BM25Model(DocStore):
 
     def add(self, key: str, blob: bytes, length: int, attrs: DocAttrs) -> None:
         """Add (or replace) a document; touches only the postings of its own terms."""
-        if self._only_moved(key, blob, length, attrs):
-            return
+        if not self._only_moved(key, blob, length, attrs):
+            self._replace(key, blob, length, attrs)
+
+    def _replace(self, key: str, blob: bytes, length: int, attrs: DocAttrs) -> None:
+        """Put a document in place of any of that key, with postings for each of its terms."""
         saved = self._saved_vector(key)
         self.remove(key)
         i = self._place(key, blob, length, attrs, saved)
@@ -117,7 +120,7 @@ class BM25Model(DocStore):
         latest = {key: doc for key, doc in latest.items() if not self._only_moved(key, *doc)}
         if len(latest) < _GROUPED_BATCH:
             for key, (blob, length, attrs) in latest.items():
-                self.add(key, blob, length, attrs)
+                self._replace(key, blob, length, attrs)  # those only moved were taken above
             return
         saved = {key: self._saved_vector(key) for key in latest}
         for key in latest:
