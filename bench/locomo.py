@@ -164,12 +164,12 @@ def load(data: Path, report: EvidenceReport) -> list[Conversation]:
             if category not in CATEGORIES:
                 skipped[f"category {category}"] += 1
                 continue
-            ids: list[str] = []
+            cited: list[str] = []
             for raw in qa.get("evidence") or []:
-                ids.extend(normalise_evidence(str(raw), report))
-            missing = [e for e in ids if e not in known]
+                cited.extend(normalise_evidence(str(raw), report))
+            missing = [e for e in cited if e not in known]
             report.dangling.extend(f"{cid}/{e}" for e in missing)
-            evidence = list(dict.fromkeys(e for e in ids if e in known))
+            evidence = list(dict.fromkeys(e for e in cited if e in known))
             if not evidence:
                 skipped["no usable evidence"] += 1
                 continue

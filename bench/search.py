@@ -47,6 +47,11 @@ TARGET_N = 100_000
 TARGET_RECALL_P50 = 0.005
 TARGET_SAVE = 0.002
 TARGET_REBUILD = 2.0
+# Naive rank-bm25 at N = 100,000 on the machine the targets were set on (recall p50; a full
+# rebuild, which naive pays on every save and we compare start-up with): a target scaled by how
+# much slower naive runs here is what a slower machine should be held to.
+REFERENCE_NAIVE_RECALL = 0.131
+REFERENCE_NAIVE_REBUILD = 1.75
 NAIVE_MAX_N = 200_000
 POPULATE_BATCH = 2_000
 SESSION_SIZE = 50
@@ -92,7 +97,8 @@ _TYPES = ("note", "note", "decision", "error", "fix", "discovery", "tool_use", "
 def _zipf_cdf(size: int, s: float, q: float) -> np.ndarray:
     weights = 1.0 / np.power(np.arange(size, dtype=np.float64) + q, s)
     cdf = np.cumsum(weights)
-    return cdf / cdf[-1]
+    normalised: np.ndarray = cdf / cdf[-1]
+    return normalised
 
 
 class Corpus:
@@ -432,9 +438,9 @@ async def _ours(n: int, db: Path, queries: int, saves: int) -> dict[str, Any]:
             service.append(time.perf_counter() - t)
         out["raw"], out["service"], out["top"] = raw, service, top
         contexts = []  # what every session opens with: the compiled context, without and with a query
-        for q in [None, *texts[:19]]:
+        for focus in [None, *texts[:19]]:
             t = time.perf_counter()
-            await app.context.compile(PROJECT, query=q)
+            await app.context.compile(PROJECT, query=focus)
             contexts.append(time.perf_counter() - t)
         out["context"] = contexts
         out["query_terms"] = float(np.mean([len(index.query_terms(q)) for q in texts]))
@@ -717,10 +723,20 @@ def _pp(values: list[float]) -> str:
     return f"{ms(p50)} / {ms(p95)}"
 
 
-def _target(n: int, value: float, limit: float) -> str:
+def _target(n: int, value: float, limit: float, naive: float | None, reference: float) -> str:
+    """The verdict on a target as set, and on the same target scaled by naive's speed here."""
     if n != TARGET_N:
         return ""
-    return f"{'met' if value <= limit else 'MISSED'} (<= {ms(limit) + ' ms' if limit < 1 else secs(limit) + ' s'})"
+
+    def shown(seconds: float) -> str:
+        return f"{ms(seconds)} ms" if seconds < 1 else f"{secs(seconds)} s"
+
+    verdict = f"{'met' if value <= limit else 'MISSED'} (<= {shown(limit)})"
+    if naive is None:
+        return verdict
+    scale = naive / reference
+    scaled = limit * scale
+    return f"{verdict}; naive x{scale:.2f}: {'met' if value <= scaled else 'MISSED'} (<= {shown(scaled)})"
 
 
 def _agreement(ours: list[list[float]], naive: list[list[float]]) -> str:
@@ -786,9 +802,15 @@ def report(results: dict[int, dict[str, Any]], args: argparse.Namespace, wall: f
                 secs(ours["reopen_rebuild_s"]),
                 secs(ours["stdio"]["handshake"]),
                 secs(ours["stdio"]["first_recall"]),
-                secs(naive_build) if naive else "skipped",
+                secs(naive_build) if naive_build is not None else "skipped",
                 ratio(naive_build, rebuild),
-                _target(n, rebuild, TARGET_REBUILD),
+                _target(
+                    n,
+                    rebuild,
+                    TARGET_REBUILD,
+                    pct(naive["save"], 50) if naive else None,  # the reference is the same rebuild after a save
+                    REFERENCE_NAIVE_REBUILD,
+                ),
             ]
         )
     tables.append(
@@ -853,7 +875,7 @@ def report(results: dict[int, dict[str, Any]], args: argparse.Namespace, wall: f
                 _pp(full["save"]),
                 f"{_pp(naive['save'])} (x{len(naive['save'])})" if naive else "skipped",
                 ratio(naive_p50, ours_p50),
-                _target(n, ours_p50, TARGET_SAVE),
+                _target(n, ours_p50, TARGET_SAVE, naive_p50, REFERENCE_NAIVE_REBUILD),
             ]
         )
     tables.append(
@@ -888,7 +910,7 @@ def report(results: dict[int, dict[str, Any]], args: argparse.Namespace, wall: f
                 ratio(naive_p50, pct(ours["raw"], 50)),
                 ratio(naive_p50, pct(ours["service"], 50)),
                 _agreement(ours["top"], naive["top"]) if naive else "-",
-                _target(n, pct(ours["service"], 50), TARGET_RECALL_P50),
+                _target(n, pct(ours["service"], 50), TARGET_RECALL_P50, naive_p50, REFERENCE_NAIVE_RECALL),
             ]
         )
     tables.append(
@@ -950,7 +972,9 @@ def report(results: dict[int, dict[str, Any]], args: argparse.Namespace, wall: f
         "'same top-10 scores': queries whose top-10 positive Okapi scores (before the ranking steps) equal "
         "rank-bm25's with the same k1 and b (1e-6 rel.).",
         "Vector rows use random unit vectors and exclude embedding the query (model-dependent: see bench/locomo.py).",
-        f"Targets are for N = {TARGET_N:,} and are not asserted.",
+        f"Targets are for N = {TARGET_N:,} and are not asserted. They were set where naive rank-bm25 took "
+        f"{ms(REFERENCE_NAIVE_RECALL)} ms a query and {secs(REFERENCE_NAIVE_REBUILD)} s a rebuild; "
+        "'naive xF' holds this run to them scaled by how much slower (F > 1) naive ran here.",
     ]
     if any("naive" not in results[n] for n in sizes):
         notes.append(f"Naive rank-bm25 is skipped above N = {NAIVE_MAX_N:,} (minutes per build, GBs of dicts).")
