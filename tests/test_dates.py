@@ -119,6 +119,20 @@ def test_a_record_carries_the_dates_its_text_writes_out() -> None:
     assert "@--09" not in tokens  # a yearless day is not taken for a month
 
 
+@pytest.mark.parametrize(
+    ("text", "dates"),
+    [
+        ("We decided to separate the market data.", set()),  # "dec", "sep", "mar" inside words name no month
+        ("Moved it in Sept. without a number anywhere.", {"@--09"}),
+        ("Build 2024-05 names no month.", {"@2024-05", "@2024"}),
+        ("Decided: ship by dec. 2024", {"@2024-12", "@2024", "@--12"}),
+    ],
+)
+def test_a_record_reads_month_names_only_as_words_and_needs_no_digit_for_one(text: str, dates: set[str]) -> None:
+    own = set(record_tokens("Nothing dated here.", MAY_8.timestamp()))
+    assert set(record_tokens(text, MAY_8.timestamp())) - own == dates
+
+
 def test_dates_are_read_whatever_case_the_text_writes_them_in() -> None:
     tokens = record_tokens("İZMİR TRIP: flew out MAY 7, 2023; back in JUNE. They may 2x the budget.", MAY_8.timestamp())
     # a letter whose lower case is longer ("İ") before a date leaves where the date stands unchanged

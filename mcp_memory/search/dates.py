@@ -71,6 +71,10 @@ _PREPOSITION = re.compile(
     re.IGNORECASE,
 )
 _IN_MONTH = re.compile(rf"\b(?:in|during|since|of|early|late|mid)[\s-]+{_MONTH}(?![\w-])(?!\s*\d)")
+# Every absolute pattern above but _IN_MONTH needs a digit, and all but _ISO and _YEAR a month name
+# standing as a word of its own: most notes have no month name, so most of the patterns are spared.
+_DIGIT = re.compile(r"\d")
+_MONTH_WORD = re.compile(r"\b(?:" + "|".join(sorted(_MONTHS, key=len, reverse=True)) + r")\b")
 _RELATIVE = re.compile(
     r"\b(yesterday|today|tonight|this morning|this afternoon|last night|the day before yesterday|"
     r"last (?:week|weekend|month|year)|"
@@ -201,30 +205,35 @@ def _absolute_dates(text: str) -> tuple[list[DatePhrase], list[tuple[int, int]]]
             phrases.append(DatePhrase(*match.span(), found))
 
     lowered = _lowered(text)
+    digits = _DIGIT.search(lowered) is not None
+    months = _MONTH_WORD.search(lowered) is not None
 
-    for match in _ISO.finditer(lowered):
+    def matches(pattern: re.Pattern[str], needed: bool) -> Iterable[re.Match[str]]:
+        return pattern.finditer(lowered) if needed else ()
+
+    for match in matches(_ISO, digits):
         if free(match):
             year, month, day = (int(g) if g else 0 for g in match.groups())
             add(match, _valid_day(year, month, day) if day else month_tokens(year, month))
-    for match in _DAY_MONTH_YEAR.finditer(lowered):
+    for match in matches(_DAY_MONTH_YEAR, digits and months):
         if free(match):
             add(match, _valid_day(int(match[3]), _MONTHS[match[2]], int(match[1])))
-    for match in _MONTH_DAY_YEAR.finditer(lowered):
+    for match in matches(_MONTH_DAY_YEAR, digits and months):
         if free(match):
             add(match, _valid_day(int(match[3]), _MONTHS[match[1]], int(match[2])))
-    for match in _MONTH_YEAR.finditer(lowered):
+    for match in matches(_MONTH_YEAR, digits and months):
         if free(match):
             add(match, month_tokens(int(match[2]), _MONTHS[match[1]]))
-    for match in _YEAR.finditer(lowered):
+    for match in matches(_YEAR, digits):
         if free(match):
             add(match, [f"@{match[1]}"])
-    for match in _DAY_MONTH.finditer(lowered):
+    for match in matches(_DAY_MONTH, digits and months):
         if not _modal(text, match, 2) and free(match):
             add(match, _yearless_day(_MONTHS[match[2]], int(match[1])))
-    for match in _MONTH_DAY.finditer(lowered):
+    for match in matches(_MONTH_DAY, digits and months):
         if not _modal(text, match, 1) and free(match):
             add(match, _yearless_day(_MONTHS[match[1]], int(match[2])))
-    for match in _IN_MONTH.finditer(lowered):
+    for match in matches(_IN_MONTH, months):
         if free(match):
             add(match, [f"{PREFIX}--{_MONTHS[match[1]]:02d}"])
     return phrases, taken
