@@ -59,6 +59,11 @@ class Follower:
         """
         while True:
             seen = self._seen_seq
+            # Nothing new is the usual answer: one statement says so, where a snapshot costs two
+            # more trips to the database's thread (its BEGIN and COMMIT) on every call.
+            async with db.read(snapshot=False) as conn:
+                if await MetaRepository(conn).last_audit_seq() <= seen:
+                    return 0
             async with db.read() as conn:
                 changes = await self._read_changes(conn)
             if changes is None:
