@@ -277,8 +277,10 @@ class ForgetService(Service):
             if kind in (None, "session"):
                 if session_id is not None and since is None and until is None:
                     plan.sessions.append(session_id)
-                elif session_id is None:
+                elif kind == "session" and session_id is None:
                     plan.sessions += await sessions.ids_begun_between(project, since, until)
+                elif session_id is None:  # "what happened then": a session goes only when all of it did
+                    plan.sessions += await self._wholly_within(conn, project, plan, since, until)
                 elif kind == "session":  # the filters combine: the session goes if it began in the window
                     begun = await sessions.ids_begun_between(project, since, until)
                     plan.sessions += [session_id] if session_id in begun else []
@@ -308,6 +310,24 @@ class ForgetService(Service):
             released = {"dependents": await actions.waiting_on(going), "children": await actions.children_of(going)}
             plan.released = {name: ids for name, ids in released.items() if ids}
         return plan
+
+    @staticmethod
+    async def _wholly_within(conn: Conn, project: str, plan: _Plan, since: str | None, until: str | None) -> list[str]:
+        """Sessions that began in [since, until] and hold nothing from outside it: every kept
+        observation already planned to go, every folded one's digest line cut. One that went on
+        past the window stays, with what it holds from outside it."""
+        planned = set(plan.observations)
+        observations = ObservationRepository(conn)
+        began = await SessionRepository(conn).ids_begun_between(project, since, until)
+        within = []
+        for session in await SessionRepository(conn).get_many(began):
+            digest = (session.folded_digest or "").split("\n")
+            folded = [i for i, line in enumerate(digest) if line.startswith("- ")]
+            if set(folded) - set(plan.digest_lines.get(session.id, [])):
+                continue
+            if all(i in planned for i in await observations.ids_in_session(session.id)):
+                within.append(session.id)
+        return within
 
     @staticmethod
     async def _digest_lines(

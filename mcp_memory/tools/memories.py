@@ -100,8 +100,9 @@ async def memory_smart_search(
 
 
 _BY = (
-    " Observations and memories match by when they happened (occurred_at, else when recorded), sessions by when"
-    " their earliest observation happened, lessons by when first saved."
+    " Observations and memories match by when they happened (occurred_at, else when recorded), lessons by when"
+    " first saved; with kind='session', sessions by when their earliest observation happened, and with no kind a"
+    " session goes whole only when all it holds happened in the window."
 )
 
 
