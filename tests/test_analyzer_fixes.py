@@ -1,6 +1,6 @@
 """Terms that used to be lost: Latin words inside CJK text, a path's file name, C++ and C#,
-accented Latin letters, hyphenated words, words wrapped in underscores, and the re-analysis that
-brings older stores up to date."""
+accented Latin letters, hyphenated words, words wrapped in underscores, words pasted with invisible
+characters inside, and the re-analysis that brings older stores up to date."""
 
 from __future__ import annotations
 
@@ -198,6 +198,20 @@ async def test_a_dunder_method_is_found_by_its_word_and_whole(client: Client) ->
     assert await found(client, "getattr") == [dunder]
     assert await found(client, "__getattr__") == [dunder]
     assert other not in await found(client, "getattr")
+
+
+# -- invisible characters inside a word ------------------------------------------------------------
+
+
+def test_soft_hyphens_zero_width_spaces_and_word_joiners_do_not_cut_a_word() -> None:
+    assert analyzer.terms("post\u200bgres") == analyzer.terms("postgres") == ["postgr"]
+    assert analyzer.terms("hyper\u00adparameter tuning") == ["hyperparamet", "tune"]
+    assert analyzer.terms("data\u2060base \ufeffschema") == ["databas", "schema"]
+
+
+async def test_a_word_pasted_with_a_soft_hyphen_is_found_by_the_word(client: Client) -> None:
+    pasted, _ = await save_all(client, "Tuned the hyper\u00adparameter grid for the ranker", "Ranker grid notes")
+    assert await found(client, "hyperparameter") == [pasted]
 
 
 # -- older stores -----------------------------------------------------------------------------------

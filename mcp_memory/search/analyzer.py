@@ -18,13 +18,14 @@ import Stemmer
 
 from mcp_memory.search.stopwords import STOP_WORDS
 
-ANALYZER_VERSION = 9
+ANALYZER_VERSION = 10
 """Bump whenever stored terms would come out differently (a change to `Analyzer.terms`, to the
 fields a service indexes, or to the date a record is indexed under): every record is then
 re-analysed once at start-up. 6: a session is dated when its observations happened. 7: words keep
 their combining marks (Devanagari, Tamil), Greek, Hebrew and Arabic marks are folded away, and
 Thai, Lao, Myanmar and Khmer text is bigrammed as CJK text is. 8: a date the text writes out is
-one of the record's date tokens. 9: a word wrapped in underscores (`__init__`) is split too."""
+one of the record's date tokens. 9: a word wrapped in underscores (`__init__`) is split too. 10: soft
+hyphens, zero-width spaces and word joiners no longer cut a word apart."""
 
 
 def _mark_class() -> str:
@@ -61,6 +62,10 @@ _CLUSTER = re.compile(f".[{MARKS}]*", re.DOTALL)  # a letter with its marks (Tha
 _LINE_REF = re.compile(r"(.*\.[^\W\d_]\w*)(?::\d+)+")  # `db.py:42`, `src/app/db.py:42:7`
 _FOLDED_SCRIPTS = ("LATIN ", "GREEK ", "HEBREW ", "ARABIC ")
 _HYPHENATED = re.compile(r"[^\W\d_]+-[^\W\d_]+")  # `e-mail`, `set-up`: also indexed joined up
+# Invisible inside a word (text pasted from web pages and PDFs holds them), where \w would cut it
+# apart: soft hyphen, zero-width space, word joiner, zero-width no-break space. The zero-width
+# (non-)joiners stay: some scripts and emoji need them.
+_INVISIBLE = dict.fromkeys(map(ord, "\u00ad\u200b\u2060\ufeff"))
 
 
 class Analyzer:
@@ -96,7 +101,8 @@ class Analyzer:
         out: list[str] = []
         if not text:
             return ()
-        text = unicodedata.normalize("NFKC", text)
+        if not text.isascii():
+            text = unicodedata.normalize("NFKC", text).translate(_INVISIBLE)
         memo = self._memo
         for raw in (_TOKEN if text.isascii() else _TOKEN_MARKED).findall(text):
             found = memo.get(raw)
