@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import re
 from collections.abc import Callable
 from datetime import UTC, date, datetime, time, timedelta, tzinfo
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
@@ -13,6 +14,10 @@ logger = logging.getLogger(__name__)
 
 Clock = Callable[[], datetime]
 """Returns the current time as an aware UTC datetime; tests pass their own."""
+
+_WEEK_ONLY = re.compile(r"\d{4}-?W\d{2}")
+"""An ISO week with no day (`2024-W18`): Python reads it as the Monday, so "until 2024-W18" would
+end on that Monday; it is refused rather than read as one day of the seven."""
 
 
 def system_clock() -> datetime:
@@ -48,7 +53,7 @@ def date_only(text: str) -> date | None:
     """The day an ISO-8601 date names with no time of day (`2026-01-05`, `20260105`,
     `2026-W02-1`), or None for anything else."""
     text = text.strip()
-    if "T" in text or " " in text or len(text) > 10:
+    if "T" in text or " " in text or len(text) > 10 or _WEEK_ONLY.fullmatch(text.upper()):
         return None
     try:
         return date.fromisoformat(text)
@@ -68,6 +73,8 @@ def parse_moment(value: str | datetime | date, zone: tzinfo = UTC) -> datetime:
         local = datetime(value.year, value.month, value.day)
     else:
         text = value.strip().upper()  # RFC 3339 allows "t" and "z", which fromisoformat refuses in lower case
+        if _WEEK_ONLY.fullmatch(text):
+            raise ValueError(f"{value!r} is a week, not a day")
         day = date_only(text)
         local = datetime(day.year, day.month, day.day) if day else datetime.fromisoformat(text)
     if local.tzinfo is None:

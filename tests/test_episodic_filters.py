@@ -1,6 +1,6 @@
 """Episodic filters that combine: forgetting a named session by when it began, a timeline anchored in
-another session than the one asked for, caller-named sessions that look like the server's, and lower-case ISO
-times."""
+another session than the one asked for, caller-named sessions that look like the server's, lower-case ISO
+times, and ISO weeks without a day."""
 
 from __future__ import annotations
 
@@ -85,6 +85,17 @@ async def test_lower_case_t_and_z_are_read_as_rfc_3339_allows(client: Client) ->
     assert [(o["id"], o["occurred_at"]) for o in listed["observations"]] == [
         (saved["id"], "2024-05-01T14:30:00.000000Z")
     ]
+
+
+@pytest.mark.parametrize(("field", "value"), [("since", "2024-W18"), ("until", "2024w18"), ("occurred_at", "2024W18")])
+async def test_a_week_without_its_day_is_refused_not_read_as_its_monday(client: Client, field: str, value: str) -> None:
+    tool = "memory_observe" if field == "occurred_at" else "memory_observations"
+    extra = {"content": "Deployed the gateway."} if field == "occurred_at" else {}
+    error = await call_error(client, tool, **extra, **{field: value})
+    assert f"{field}: must be an ISO-8601 date" in error
+    await call(client, "memory_observe", content="Deployed the gateway.", occurred_at="2024-05-05T10:00:00Z")
+    week = await call(client, "memory_observations", since="2024-W18-1", until="2024-W18-7")
+    assert week["total"] == 1  # a week day is a day: Monday 29 April to Sunday 5 May 2024
 
 
 # -- smart search explains an empty answer as recall does ------------------------------------------------
