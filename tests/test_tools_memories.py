@@ -59,7 +59,9 @@ async def test_a_saved_memory_reads_back_in_full(client: Client) -> None:
     assert memory["created_at"] == "2026-01-05T09:00:00.000000Z"
     assert memory["is_latest"] is True
     assert got["latest_id"] == saved["id"]
-    assert [v["id"] for v in got["versions"]] == [saved["id"]]
+    assert [(v["id"], v["ref"], v["occurred_at"]) for v in got["versions"]] == [
+        (saved["id"], "ticket-88", "2025-10-01T00:00:00.000000Z")
+    ]
 
 
 async def test_saving_a_near_duplicate_supersedes_it(client: Client, clock: FakeClock) -> None:

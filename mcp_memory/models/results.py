@@ -203,6 +203,8 @@ class MemoryVersion(BaseModel):
     content: str
     similarity: float | None
     is_latest: bool
+    ref: str | None
+    occurred_at: str | None
     created_at: str
 
 

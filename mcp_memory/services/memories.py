@@ -217,6 +217,8 @@ class MemoryService(Service):
                 content=v.content,
                 similarity=v.similarity,
                 is_latest=v.is_latest,
+                ref=v.ref,
+                occurred_at=v.occurred_at,
                 created_at=v.created_at,
             )
             for v in chain
