@@ -13,7 +13,7 @@ from bisect import bisect_right
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
-__all__ = ["PrivacyFilter", "Redaction", "merge_counts", "says_something", "without_markers"]
+__all__ = ["PrivacyFilter", "Redaction", "merge_counts", "name_problem", "says_something", "without_markers"]
 
 _PRIVATE_MARKER = "[private]"
 
@@ -221,6 +221,10 @@ _USER_PASSWORD = (
 
 
 _B64 = "[A-Za-z0-9_-]"
+# Before an unmistakable prefix (`ghp_`, `glpat-`, `xoxb-`, …) only a letter or digit means "not a
+# token": one may follow `-`, `_` or `.` in a name built around it (`conv-ghp_…`). Short prefixes
+# that also end words (`sk-`, `hf_`, `npm_`) must start a word, or kebab-case names would match.
+_DISTINCT = "A-Za-z0-9"
 # Most specific first: a token is counted once, under the first rule that claims it.
 _SPECIFIC = (
     _rule(
@@ -229,13 +233,19 @@ _SPECIFIC = (
         r"(?:.*?-----END[A-Z0-9 ]{0,40}PRIVATE KEY(?: BLOCK)?-----|.*)",  # unterminated: to the end
         needles=("-----begin",),
     ),
-    _rule("anthropic_key", _token("sk-ant-", 7, _B64 + "{16,300}"), needles=("sk-ant-",)),
+    _rule("anthropic_key", _token("sk-ant-", 7, _B64 + "{16,300}", _DISTINCT), needles=("sk-ant-",)),
     _rule("openai_key", _token("sk-", 3, f"(?:proj-|svcacct-|admin-)?{_B64}{{20,300}}"), _with_digit, ("sk-",)),
-    _rule("stripe_key", _token("[sr]k_", 3, "(?:live|test)_[A-Za-z0-9]{20,250}"), needles=("sk_", "rk_")),
-    _rule("github_token", _token("gh[pousr]_", 4, "[A-Za-z0-9]{36,255}"), needles=_prefixes("gh", "pousr", "_")),
-    _rule("github_token", _token("github_pat_", 11, r"\w{22,255}"), needles=("github_pat_",)),
-    _rule("gitlab_token", _token("glpat-", 6, _B64 + "{20,100}"), needles=("glpat-",)),
-    _rule("slack_token", _token("xox[abprs]-", 5, "[A-Za-z0-9-]{10,250}"), needles=_prefixes("xox", "abprs", "-")),
+    _rule("stripe_key", _token("[sr]k_", 3, "(?:live|test)_[A-Za-z0-9]{20,250}", _DISTINCT), needles=("sk_", "rk_")),
+    _rule(
+        "github_token", _token("gh[pousr]_", 4, "[A-Za-z0-9]{36,255}", _DISTINCT), needles=_prefixes("gh", "pousr", "_")
+    ),
+    _rule("github_token", _token("github_pat_", 11, r"\w{22,255}", _DISTINCT), needles=("github_pat_",)),
+    _rule("gitlab_token", _token("glpat-", 6, _B64 + "{20,100}", _DISTINCT), needles=("glpat-",)),
+    _rule(
+        "slack_token",
+        _token("xox[abprs]-", 5, "[A-Za-z0-9-]{10,250}", _DISTINCT),
+        needles=_prefixes("xox", "abprs", "-"),
+    ),
     _rule(
         "slack_token",
         r"https?://hooks\.slack\.com/(?:services|workflows|triggers)/[\w/-]{8,300}",
@@ -249,24 +259,34 @@ _SPECIFIC = (
         _group,
         ("secret",),
     ),
-    _rule("google_api_key", _token("AIza", 4, _B64 + "{35}"), needles=("aiza",)),
+    _rule("google_api_key", _token("AIza", 4, _B64 + "{35}", _DISTINCT), needles=("aiza",)),
     # OAuth access tokens: long in practice, but even a cut-off one is unmistakable by its prefix.
     _rule(
         "google_oauth_token",
-        _token(r"ya29\.", 5, f"{_B64}{{10,4096}}(?:\\.{_B64}{{1,4096}}){{0,3}}"),
+        _token(r"ya29\.", 5, f"{_B64}{{10,4096}}(?:\\.{_B64}{{1,4096}}){{0,3}}", _DISTINCT),
         needles=("ya29.",),
     ),
     _rule("huggingface_token", _token("hf_", 3, "[A-Za-z0-9]{34,64}(?![A-Za-z0-9_])"), _mixed, ("hf_",)),
     _rule("npm_token", _token("npm_", 4, "[A-Za-z0-9]{36}(?![A-Za-z0-9_])"), _mixed, ("npm_",)),
     # A PyPI token is a base64url macaroon whose first bytes always encode to `AgE`.
-    _rule("pypi_token", _token("pypi-AgE", 8, _B64 + "{50,4096}"), needles=("pypi-age",)),
-    _rule("sendgrid_key", _token(r"SG\.", 3, rf"{_B64}{{22}}\.{_B64}{{43}}(?!{_B64})"), needles=("sg.",)),
-    _rule("jwt", _token("eyJ", 3, rf"{_B64}{{8,4096}}\.{_B64}{{8,8192}}\.{_B64}{{8,4096}}"), needles=("eyj",)),
+    _rule("pypi_token", _token("pypi-AgE", 8, _B64 + "{50,4096}", _DISTINCT), needles=("pypi-age",)),
+    _rule("sendgrid_key", _token(r"SG\.", 3, rf"{_B64}{{22}}\.{_B64}{{43}}(?!{_B64})", _DISTINCT), needles=("sg.",)),
+    _rule(
+        "jwt", _token("eyJ", 3, rf"{_B64}{{8,4096}}\.{_B64}{{8,8192}}\.{_B64}{{8,4096}}", _DISTINCT), needles=("eyj",)
+    ),
 )
 
 _GENERIC = (
-    # The user may be empty: `redis://:password@host` is how Redis URLs carry a password alone.
-    _rule("url_password", r"://[^\s:/@?#]{0,256}:(?P<s>[^\s@/]{1,256})@", _group, ("://",)),
+    # The user may be empty (`redis://:password@host`, how Redis URLs carry a password alone) or an
+    # email address. The password may hold any punctuation, `@` and `/` too (`p@ss@host`, `Xk9/vT@host`):
+    # it runs to the last `@` of the first `/`-separated part that has one, so an `@` later in the path
+    # (`…@host/@scope/pkg`) is not taken for the host's. `host:8080/…@x` has a port there, not a password.
+    _rule(
+        "url_password",
+        r"://[^\s:/?#\[\]]{0,256}:(?!\d{0,5}[/?#])(?P<s>(?:[^\s/@]{0,256}/){0,16}?[^\s/]{0,256})@",
+        _group,
+        ("://",),
+    ),
     _rule(
         "basic_auth",
         _command(("curl",), r"(?:-[A-Za-z]{0,5}[uU][ \t]*|--(?:proxy-)?user[ \t]+)", _USER_PASSWORD),
@@ -426,6 +446,27 @@ class PrivacyFilter:
         """Clean several texts (e.g. the fields of one record) and sum their counts."""
         results = [self.clean(t) for t in texts]
         return [r.text for r in results], merge_counts(*(r.counts for r in results))
+
+
+_BUILT_IN = PrivacyFilter()
+
+
+def name_problem(name: str) -> str | None:
+    """Why `name` (a session id, a project) may not be stored, when it holds a secret or a private part; else None.
+
+    Such a name is refused, not cleaned: a name with `[REDACTED:…]` in it would name another record.
+    Only the built-in rules apply, since names are checked where no configured filter is at hand.
+    The rule names what was found, never the text.
+    """
+    found = _BUILT_IN.clean(name).counts
+    secrets = sorted(kind for kind in found if kind != "private")
+    if secrets:
+        return (
+            f"looks like it contains a secret ({', '.join(secrets)}), which is never stored; choose a name without it"
+        )
+    if found:
+        return "must not contain a <private> tag (private text is never stored); choose a name without it"
+    return None
 
 
 def merge_counts(*counts: Mapping[str, int]) -> dict[str, int]:

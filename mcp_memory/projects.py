@@ -6,6 +6,7 @@ import re
 import unicodedata
 
 from mcp_memory.errors import InvalidInputError
+from mcp_memory.privacy import name_problem
 
 _PROJECT = re.compile(r"^[^\x00-\x1f\x7f-\x9f*/\\]{1,128}$")
 _UNSEEN = frozenset({"Cc", "Cf", "Cs", "Zl", "Zp"})
@@ -28,4 +29,8 @@ def check_project(project: str) -> str:
             "must be 1-128 characters without control characters, invisible ones (zero-width, direction "
             "marks), '*', '/' or '\\', and not only combining marks",
         )
+    # A project name is stored in every row of the project: one holding a secret is refused, not redacted.
+    problem = name_problem(name)
+    if problem is not None:
+        raise InvalidInputError("project", problem)
     return name

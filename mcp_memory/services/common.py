@@ -19,7 +19,7 @@ from mcp_memory.config import Settings
 from mcp_memory.db import Database
 from mcp_memory.errors import InvalidInputError
 from mcp_memory.ids import PREFIXES, kind_of
-from mcp_memory.privacy import PrivacyFilter, says_something, without_markers
+from mcp_memory.privacy import PrivacyFilter, name_problem, says_something, without_markers
 from mcp_memory.search.index import SearchIndex
 from mcp_memory.services.embedding import Embedder
 from mcp_memory.services.index_build import IndexBuilder
@@ -151,8 +151,13 @@ def check_session_id(session_id: str) -> str:
     if not _SESSION_ID.match(session_id):
         raise InvalidInputError(
             "session_id",
-            "must be 1-128 characters of letters, digits and . _ : @ -, starting with a letter or digit",
+            "must be 1-128 characters of letters, digits and . _ : @ - (ASCII only: no accented letters), "
+            "starting with a letter or digit",
         )
+    # Ids are stored, indexed and exported as they are: one holding a secret is refused, not redacted.
+    problem = name_problem(session_id)
+    if problem is not None:
+        raise InvalidInputError("session_id", problem)
     # Ids are routed by their prefix, so a session named "mem_chat" could never be found by id again.
     kind = kind_of(session_id)
     if kind is not None and kind != "session":
