@@ -105,7 +105,7 @@ async def test_no_open_action_goes_under_a_cancelled_parent(client: Client) -> N
     await call(client, "memory_action_update", id=epic, status="pending")
     again = await call(client, "memory_action_update", id=child, status="pending")
 
-    assert "parent_id: act_" in added
+    assert "parent_id: the new action would be open under" in added
     assert f"would be open under {epic}, which is cancelled; reopen {epic} (status pending) first" in added
     assert reopened.startswith(f"Error executing tool memory_action_update: status: {child} would be open under")
     assert f"parent_id: {other} would be open under {epic}" in moved

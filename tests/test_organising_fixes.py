@@ -124,8 +124,9 @@ async def test_a_done_action_stays_editable_after_a_dependency_is_reopened(clien
     message = await call_error(client, "memory_action_update", id=build, add_depends_on=[fresh])
     assert f"add_depends_on: {build} is done and would be blocked by unfinished dependencies: {fresh}" in message
     # Setting it done again (reopen, then done) checks every dependency.
-    await update(client, build, status="active", remove_depends_on=[spec])
-    await update(client, build, add_depends_on=[spec])
+    await update(client, spec, status="done")
+    await update(client, build, status="active")
+    await update(client, spec, status="pending")
     message = await call_error(client, "memory_action_update", id=build, status="done")
     assert f"status: {build} is blocked by unfinished dependencies: {spec}" in message
 

@@ -320,9 +320,10 @@ async def test_a_reopened_parent_waiting_for_a_dependency_is_pending_not_active(
 
 async def test_restating_active_for_a_blocked_action_is_refused(client: Client) -> None:
     dep = await create(client, "Get access")
-    task = await create(client, "Deploy")
+    task = await create(client, "Deploy", depends_on=[dep["id"]])
+    await update(client, dep["id"], status="done")
     await update(client, task["id"], status="active")
-    await update(client, task["id"], add_depends_on=[dep["id"]])  # allowed: it only edits the action
+    await update(client, dep["id"], status="pending")  # reopened: the active task now waits for it
 
     refused = await client.call_tool("memory_action_update", {"id": task["id"], "status": "active"})
 

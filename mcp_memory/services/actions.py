@@ -1,12 +1,14 @@
 """Actions: work items with validated status changes, acyclic dependencies and a parent/child tree.
 
-Rules: an action cannot become active or done while a dependency is not done; a parent cannot be
-done while a child is still open; reopening a child (or adding one) reopens a done parent (active
-while that child is active and the parent waits for no dependency, else pending). So an action
-waits for its dependencies and its children, and a change that would make it wait for itself (a
-dependency cycle, or a child depending on its own ancestor) is refused. The frontier is every
-pending or active action whose dependencies are all done and that has no open children, by
-priority (highest first) then age (oldest first).
+Rules: an action cannot become active or done while a dependency is not done (nor take on an
+unfinished one while it is); a parent cannot be done or cancelled while a child is still open, and
+no open action sits under a cancelled one; reopening a child (or adding one) reopens a done parent
+(active while that child is active and the parent waits for no dependency, else pending), so it is
+refused when that would reopen a done action under a cancelled one. So an action waits for its
+dependencies and its children, and a change that would make it wait for itself (a dependency
+cycle, or a child depending on its own ancestor) is refused. The frontier is every pending or
+active action whose dependencies are all done and that has no open children, by priority (highest
+first) then age (oldest first).
 """
 
 from __future__ import annotations
@@ -76,8 +78,8 @@ class ActionService(Service):
             if parent_id is not None:
                 await self._require(repo, project, [parent_id], "parent_id")
             if status == "active":
-                await self._check_dependencies_done(repo, action, deps)
-            await self._refuse_cancelled_parent(repo, action, "parent_id")
+                await self._check_dependencies_done(repo, action, deps, new=True)
+            await self._refuse_cancelled_ancestor(repo, action, "parent_id", new=True)
             await repo.add(action)
             await repo.add_dependencies(action.id, deps)
             await self._refuse_cycles(repo, action.id, deps, "depends_on", new=True)
@@ -160,17 +162,22 @@ class ActionService(Service):
             if status is not None and (status != current.status or status in ("active", "done")):
                 # Restating active or done checks again what those states require.
                 action = await self._transition(repo, action, current.status, status, now)
-            elif action.status == "done":
-                # Staying done: only new dependencies must be done; an old one reopened since does not
-                # stop the action from being edited.
+            elif action.status in ("active", "done"):
+                # Staying active or done: only new dependencies must be done; an old one reopened since
+                # does not stop the action from being edited.
                 waiting = await self._unfinished(repo, action, added)
                 if waiting:
+                    way_out = (
+                        f"reopen {action_id}"
+                        if action.status == "done"
+                        else "set its status to pending in the same call"
+                    )
                     raise ConflictError(
-                        f"add_depends_on: {action_id} is done and would be blocked by unfinished dependencies: "
-                        f"{_with_states(waiting)}; finish them first, or reopen {action_id}"
+                        f"add_depends_on: {action_id} is {action.status} and would be blocked by unfinished "
+                        f"dependencies: {_with_states(waiting)}; finish them first, or {way_out}"
                     )
             if new_parent is not None or (current.status not in OPEN_STATUSES and action.status in OPEN_STATUSES):
-                await self._refuse_cancelled_parent(repo, action, "parent_id" if new_parent else "status")
+                await self._refuse_cancelled_ancestor(repo, action, "parent_id" if new_parent else "status")
             await repo.update(action)
             # Checked on the graph as it will be, so a new parent and new dependencies are seen together.
             await self._refuse_cycles(repo, action_id, added, "add_depends_on", new_parent)
@@ -225,14 +232,21 @@ class ActionService(Service):
         return action.model_copy(update={"status": new, "completed_at": now if new == "done" else None})
 
     async def _check_dependencies_done(
-        self, repo: ActionRepository, action: Action, deps: Sequence[str] | None
+        self, repo: ActionRepository, action: Action, deps: Sequence[str] | None, *, new: bool = False
     ) -> None:
+        """Refuse active or done while a dependency is unfinished; a `new` action, refused, never gets its id."""
         waiting = await self._unfinished(repo, action, deps)
-        if waiting:
+        if not waiting:
+            return
+        if new:  # memory_action_create has no remove_depends_on: the way out is in its own arguments
             raise ConflictError(
-                f"status: {action.id} is blocked by unfinished dependencies: {_with_states(waiting)}; "
-                "finish them first, or drop them with remove_depends_on"
+                f"status: the new action would be blocked by unfinished dependencies: {_with_states(waiting)}; "
+                "finish them first, leave them out of depends_on, or create it pending"
             )
+        raise ConflictError(
+            f"status: {action.id} is blocked by unfinished dependencies: {_with_states(waiting)}; "
+            "finish them first, or drop them with remove_depends_on"
+        )
 
     async def _unfinished(self, repo: ActionRepository, action: Action, deps: Sequence[str] | None) -> dict[str, str]:
         """Which of these dependencies (default: all the action's stored ones) are not done, with their status."""
@@ -242,15 +256,32 @@ class ActionService(Service):
             states = (await repo.dependencies([action.id]))[action.id]
         return {dep: state for dep, state in states if state != "done"}
 
-    async def _refuse_cancelled_parent(self, repo: ActionRepository, action: Action, field: str) -> None:
-        """Refuse an open action under a cancelled parent: a cancelled action has no open work under it."""
+    async def _refuse_cancelled_ancestor(
+        self, repo: ActionRepository, action: Action, field: str, *, new: bool = False
+    ) -> None:
+        """Refuse an open action under a cancelled parent, or under done ones a cancelled action holds.
+
+        A cancelled action has no open work under it, and `_reopen_parent` would reopen those done
+        ones. A `new` action, refused, never gets its id, so it is called "the new action".
+        """
         if action.status not in OPEN_STATUSES or action.parent_id is None:
             return
-        (parent,) = await repo.get_many([action.parent_id], action.project)
-        if parent.status == "cancelled":
+        who = "the new action" if new else action.id
+        chain = [action.parent_id, *await repo.ancestors(action.parent_id)]
+        done: list[str] = []
+        for ancestor in await repo.get_many(chain, action.project):
+            if ancestor.status == "done":  # reopened by _reopen_parent: look at what holds it
+                done.append(ancestor.id)
+                continue
+            if ancestor.status != "cancelled":
+                return
+            if not done:
+                opened = f"would be open under {ancestor.id}, which is cancelled"
+            else:
+                kin = f"parent {done[0]}" if len(done) == 1 else f"ancestors {', '.join(done)}"
+                opened = f"would reopen its done {kin} under {ancestor.id}, which is cancelled"
             raise ConflictError(
-                f"{field}: {action.id} would be open under {parent.id}, which is cancelled; "
-                f"reopen {parent.id} (status pending) first, or give it another parent"
+                f"{field}: {who} {opened}; reopen {ancestor.id} (status pending) first, or give {who} another parent"
             )
 
     async def _reopen_parent(self, tx: Tx, action: Action) -> list[str]:

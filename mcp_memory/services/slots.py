@@ -13,6 +13,7 @@ from a bound token or `--isolated`) may read them but never write them.
 from __future__ import annotations
 
 import re
+from typing import Literal
 
 from mcp_memory.db import Tx
 from mcp_memory.errors import ConflictError, InvalidInputError, LimitExceededError, NotFoundError
@@ -32,6 +33,9 @@ DEFAULT_SLOTS: dict[str, tuple[str, bool]] = {
     "self_notes": ("The agent's own scratch notes: hunches, reminders, things to check.", False),
 }
 """Offered on first use: (description, pinned)."""
+
+FitCase = Literal["create", "append", "content", "size_limit"]
+"""Which call, or which of memory_slot_replace's arguments, broke a slot's limit: it decides the advice."""
 
 _NAME = re.compile(r"^[a-z][a-z0-9_]{0,63}$")
 
@@ -129,7 +133,7 @@ class SlotService(Service):
                 default_pinned if pinned is None else pinned,
                 scrub.optional(description) or default_desc,
             )
-            _fits("content", slot, slot.content, creating=True, redacted=bool(scrub.summary()))
+            _fits("content", slot, slot.content, "create", created=True, redacted=bool(scrub.summary()))
             await repo.add(slot)
             tx.changed("slot", slot.id, "create")
         return SlotResult(slot=self.view(slot), created=True, redacted=scrub.summary())
@@ -154,7 +158,7 @@ class SlotService(Service):
         async with self.db.transaction("memory_slot_append", project=project) as tx:
             slot, created = await self._find_or_default(tx, project, name, scope, restricted)
             content = f"{slot.content}{separator}{addition}" if slot.content else addition
-            _fits("text", slot, content, redacted=bool(scrub.summary()))
+            _fits("text", slot, content, "append", created=created, redacted=bool(scrub.summary()))
             slot = slot.model_copy(update={"content": content, "updated_at": self.now_iso()})
             await self._save(tx, slot, created)
         return SlotResult(slot=self.view(slot), created=created, redacted=scrub.summary())
@@ -200,7 +204,7 @@ class SlotService(Service):
             elif new_text is not None:
                 body = new_text
             # Blame the argument that broke the limit: text too long even for the old limit, else the limit.
-            field = "content" if new_text is not None and len(body) > slot.size_limit else "size_limit"
+            field: FitCase = "content" if new_text is not None and len(body) > slot.size_limit else "size_limit"
             slot = slot.model_copy(
                 update={
                     "content": body,
@@ -210,7 +214,7 @@ class SlotService(Service):
                     "updated_at": self.now_iso(),
                 }
             )
-            _fits(field, slot, body, redacted=bool(scrub.summary()))
+            _fits(field, slot, body, field, created=created, redacted=bool(scrub.summary()))
             await self._save(tx, slot, created)
         return SlotResult(slot=self.view(slot), created=created, redacted=scrub.summary())
 
@@ -322,20 +326,37 @@ def _check_global_writable(restricted: str | None) -> None:
         )
 
 
-def _fits(field: str, slot: Slot, content: str, *, creating: bool = False, redacted: bool = False) -> None:
-    """Refuse content longer than the slot's limit, naming the argument to change and how."""
-    if len(content) > slot.size_limit:
-        way_out = (
-            "nothing was created. Shorten the content, or give a larger size_limit."
-            if creating
-            else "nothing was changed. Use memory_slot_replace to rewrite it shorter, or raise its size_limit."
-        )
-        # A secret is stored as its [REDACTED:…] placeholder, which can be longer than the secret.
-        counted = " (secrets counted as the placeholders they are stored as)" if redacted else ""
-        raise LimitExceededError(
-            f"{field}: slot {slot.name!r} would hold {len(content)} characters{counted}, over its limit of "
-            f"{slot.size_limit}; " + way_out
-        )
+def _fits(
+    field: str, slot: Slot, content: str, case: FitCase, *, created: bool = False, redacted: bool = False
+) -> None:
+    """Refuse content longer than the slot's limit, naming the argument to change and a way out that
+    fits the call (`case`) and whether the slot would have been `created` by it."""
+    size = len(content)
+    if size <= slot.size_limit:
+        return
+    ways_out: dict[FitCase, str] = {
+        "create": f"Shorten the content, or give a size_limit of at least {size}.",
+        # A slot made by this append has nothing to rewrite; one that exists can make room first.
+        "append": (
+            f"Append shorter text, or create the slot holding this text with memory_slot_create or "
+            f"memory_slot_replace (content and a size_limit of at least {size})."
+            if created
+            else f"Append shorter text, or make room first with memory_slot_replace: rewrite the slot shorter, "
+            f"or raise its size_limit to at least {size}."
+        ),
+        "content": f"Give shorter content, or a size_limit of at least {size}, in the same memory_slot_replace call.",
+        # The caller set the limit: raising it back is the way, not a rewrite in a later call.
+        "size_limit": (
+            f"The content is {size} characters, so size_limit must be at least {size}, "
+            "or replace the content with shorter text in the same call."
+        ),
+    }
+    # A secret is stored as its [REDACTED:…] placeholder, which can be longer than the secret.
+    counted = " (secrets counted as the placeholders they are stored as)" if redacted else ""
+    raise LimitExceededError(
+        f"{field}: slot {slot.name!r} would hold {size} characters{counted}, over its limit of {slot.size_limit}; "
+        f"nothing was {'created' if created else 'changed'}. {ways_out[case]}"
+    )
 
 
 def _occurrences(text: str, part: str) -> int:
