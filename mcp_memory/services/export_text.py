@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import re
+import sys
 from collections.abc import Collection, Iterable, Iterator
 from dataclasses import dataclass
 from enum import Enum, auto
@@ -287,6 +288,9 @@ class DocumentReader:
         """Decode the JSON value at the current position, or ask for more text."""
         try:
             value, end = _decoder.raw_decode(self._buf, self._pos)
+        except RecursionError:
+            # No export nests deeper than a few levels; more text would not make this one valid.
+            raise self._syntax("the value starting here is nested too deeply", self._pos) from None
         except json.JSONDecodeError as exc:
             pending = len(self._buf) - self._pos
             if not self._closed and pending <= self._max:
@@ -296,6 +300,12 @@ class DocumentReader:
             if exc.msg.startswith("Unterminated") or exc.pos >= len(self._buf.rstrip()):
                 raise self._syntax("the document ends early, inside the value starting here", self._pos) from None
             raise self._syntax(exc.msg, exc.pos) from None
+        except ValueError:
+            # int() refuses a literal of more digits than sys.get_int_max_str_digits(), cut off or not.
+            raise self._syntax(
+                f"the value starting here holds a number of more than {sys.get_int_max_str_digits():,} digits",
+                self._pos,
+            ) from None
         if end >= len(self._buf) and not self._closed:
             raise _NeedMore  # a number at the very end may go on in the next piece
         self._pos = end
