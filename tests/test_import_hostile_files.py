@@ -118,3 +118,15 @@ async def test_an_inline_document_with_deeply_nested_values_is_refused_by_name(
         message = await call_error(fresh, "memory_import", document=as_field)
         assert "document.tables.memories[0].content: Input should be a valid string" in message
         await _nothing_written(fresh)
+
+
+@pytest.mark.parametrize("field", ["format_version", "schema_version"])
+async def test_an_inline_header_version_of_thousands_of_digits_is_refused_by_name(
+    document: dict[str, Any], tmp_path: Path, field: str
+) -> None:
+    huge = json.loads(json.dumps(document))
+    huge[field] = 10 ** (DIGITS + 700)
+    async with Client(build_server(_fresh(tmp_path))) as fresh:
+        message = await call_error(fresh, "memory_import", document=huge)
+        assert f"document: {field} (a number of more than 19 digits) is" in message
+        await _nothing_written(fresh)

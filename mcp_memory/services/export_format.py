@@ -88,16 +88,25 @@ def check_header(values: Mapping[str, Any]) -> None:
     version = values.get("format_version")
     if version != EXPORT_VERSION or isinstance(version, bool):
         raise ImportFormatError(
-            f"document: format_version {version!r} is not supported; this mcp-memory reads {EXPORT_VERSION}"
+            f"document: format_version {_shown(version)} is not supported; this mcp-memory reads {EXPORT_VERSION}"
         )
     schema = values.get("schema_version", SCHEMA_VERSION)
     if not isinstance(schema, int) or isinstance(schema, bool) or schema < 1:
         raise ImportFormatError(f"document: schema_version must be a whole number from 1 to {SCHEMA_VERSION}")
     if schema > SCHEMA_VERSION:
         raise ImportFormatError(
-            f"document: schema_version {schema} is newer than this mcp-memory knows ({SCHEMA_VERSION}); "
+            f"document: schema_version {_shown(schema)} is newer than this mcp-memory knows ({SCHEMA_VERSION}); "
             "upgrade mcp-memory to import it"
         )
+
+
+def _shown(value: object) -> str:
+    """A header value as an error quotes it: a number past Python's digit limit for text cannot be
+    written out (repr raises), and a long value would flood the message."""
+    if isinstance(value, int) and value.bit_length() > 64:
+        return "(a number of more than 19 digits)"
+    text = repr(value)
+    return text if len(text) <= 80 else text[:79] + "…"
 
 
 def check_document(document: dict[str, Any]) -> dict[str, list[Any]]:
