@@ -168,7 +168,8 @@ async def test_consolidate_summarises_sessions_idle_past_the_idle_limit(client: 
     planned = await call(client, "memory_consolidate", dry_run=True)
 
     assert [(c["kind"], c["action"], c["id"]) for c in planned["changes"]] == [
-        ("session", "crystallized", observed["session_id"])
+        ("session", "ended", observed["session_id"]),
+        ("session", "crystallized", observed["session_id"]),
     ]
 
 

@@ -39,7 +39,8 @@ class Change(BaseModel):
 
     kind: str = Field(description="Record kind: memory, lesson, session, observation, outcome, relation.")
     action: str = Field(
-        description="relinked, merged, promoted, crystallized, decayed, faded, folded, pruned, dropped; "
+        description="relinked, merged, promoted, ended (a session idle past the limit), crystallized, decayed, faded, "
+        "folded, pruned, dropped; "
         "deleted: a relation from a record folded or pruned (detail: source -> target)."
     )
     id: PublicId | None = Field(

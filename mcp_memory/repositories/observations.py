@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 
+from pydantic_core import from_json
+
 from mcp_memory.db import Row
 from mcp_memory.errors import NotFoundError
 from mcp_memory.models.records import Observation
@@ -201,6 +203,28 @@ class ObservationRepository(Repository):
                 asked[pair[0].id] = pair[0]
         window.sort(key=lambda pair: (pair[0].session_id, pair[0].seq))
         return [asked[i] for i in ids if i in asked], window
+
+    async def kinds_between(
+        self, project: str, since: str | None, until: str | None
+    ) -> list[tuple[str, str, list[str]]]:
+        """(session, type, concepts) of every observation made within [since, until], in time order:
+        what a reflection over a long window counts, without making a record of each."""
+        where, params = self._where(project, None, None, since, until)
+        sql = f"SELECT session_id, type, concepts FROM observations WHERE {where} ORDER BY {_WHEN}, seq, id"
+        return await self.fetch_paged(sql, params, lambda r: (r[0], r[1], from_json(r[2]) if r[2] else []))
+
+    async def in_sessions_between_with_cues(
+        self, project: str, session_ids: Sequence[str], since: str | None, until: str | None
+    ) -> tuple[list[Observation], dict[str, str | None]]:
+        """The observations of `session_ids` made within [since, until], in time order, and their
+        stored fix cues by id."""
+        where, params = self._where(project, None, None, since, until)
+        sql = (
+            f"SELECT {_COLUMNS}, fix_cues FROM observations WHERE {where} "
+            f"AND session_id IN (SELECT value FROM json_each(?)) ORDER BY {_WHEN}, seq, id"
+        )
+        pairs = await self.fetch_paged(sql, (*params, dump_json(list(session_ids))), _obs_with_cues)
+        return [obs for obs, _ in pairs], {obs.id: cues for obs, cues in pairs}
 
     async def in_session(self, session_id: str) -> list[Observation]:
         """Every observation of a session, in order."""

@@ -145,11 +145,17 @@ class SessionRepository(Repository):
         return [Session(**row_dict(r)) for r in rows], int(total)
 
     async def needing_summary(self, project: str) -> list[Session]:
-        """Ended sessions with no summary, or one older than their last activity."""
+        """Ended sessions with no summary, or one older than their last activity or their latest outcome
+        (the summary tells how outcomes went; recording one does not move the activity time)."""
         rows = await self.conn.fetchall(
-            f"SELECT {_COLUMNS} FROM sessions WHERE project = ? AND ended_at IS NOT NULL "
-            "AND (summary IS NULL OR summarized_at < last_activity_at) ORDER BY started_at, id",
-            (project,),
+            f"SELECT {_COLUMNS} FROM sessions LEFT JOIN ("
+            "SELECT session_id, max(created_at) AS outcome_at FROM outcomes "
+            "WHERE project = ? AND session_id IS NOT NULL GROUP BY session_id"
+            ") latest ON latest.session_id = sessions.id "
+            "WHERE project = ? AND ended_at IS NOT NULL "
+            "AND (summary IS NULL OR summarized_at < max(last_activity_at, coalesce(outcome_at, ''))) "
+            "ORDER BY started_at, id",
+            (project, project),
         )
         return [Session(**row_dict(r)) for r in rows]
 

@@ -1,18 +1,19 @@
 """Consolidate: one maintenance pass that folds history into knowledge and keeps the store lean.
 
 Steps, in order: relink memory version chains left out of line; merge near-duplicate memories into
-version chains; promote facts that recur in `promote_min_sessions` sessions into memories (never one
-a forgotten memory said or a newer version of a memory replaced, nor two that say nearly the same);
-crystallize ended sessions without a current summary; persist lesson decay and soft-delete faded
-lessons; fold sessions down to the cap; prune outcomes older than `outcome_retention_days` whose
-task type has a heuristic that holds and which that heuristic or an anti-pattern counts (their
-score, success and time stay in pruned_outcomes for score histories); drop heuristics that no longer
-hold; last, delete stored search words no record uses (services/indexing.py, sweep_terms). A
-heuristic holds while the success share its evidence gives it is above `heuristic_min_success`: time
-alone never drops one (it only fades, like any lesson). Outcomes are pruned only in favour of a
-heuristic that outlives the same pass, and what they showed moves into its tally, so the store never
-loses both the evidence and the conclusion. Nothing that a relation points to is deleted, and pinned
-slots and open actions are never touched.
+version chains (never two linked `contradicts`: a conflict to resolve, not a duplicate); promote
+facts that recur in `promote_min_sessions` sessions into memories (never one a forgotten memory said
+or a newer version of a memory replaced, nor two that say nearly the same); end sessions idle past
+`session_idle_minutes` and crystallize ended sessions without a current summary; persist lesson
+decay and soft-delete faded lessons; fold sessions down to the cap; prune outcomes older than
+`outcome_retention_days` whose task type has a heuristic that holds and which that heuristic or an
+anti-pattern counts (their score, success and time stay in pruned_outcomes for score histories);
+drop heuristics that no longer hold; last, delete stored search words no record uses
+(services/indexing.py, sweep_terms). A heuristic holds while the success share its evidence gives
+it is above `heuristic_min_success`: time alone never drops one (it only fades, like any lesson).
+Outcomes are pruned only in favour of a heuristic that outlives the same pass, and what they showed
+moves into its tally, so the store never loses both the evidence and the conclusion. Nothing that
+a relation points to is deleted, and pinned slots and open actions are never touched.
 
 The whole pass is one transaction, so a cancelled pass leaves nothing behind, and a dry run is the
 same pass rolled back: it reports exactly what a real run would do, except the ids of records the
@@ -44,7 +45,7 @@ from mcp_memory.search.index import SearchFilter
 from mcp_memory.search.termsets import TermSets
 from mcp_memory.services.common import GLOBAL_PROJECT, Breather, Deps, Progress, Service, jaccard, no_progress
 from mcp_memory.services.compress import shorten
-from mcp_memory.services.duplicates import ChainsInPass, Pair, duplicate_pairs, still_as_planned
+from mcp_memory.services.duplicates import ChainsInPass, Pair, contradicting, duplicate_pairs, still_as_planned
 from mcp_memory.services.episodic import EpisodicService
 from mcp_memory.services.forget import fact_fingerprint
 from mcp_memory.services.heuristic_upkeep import HeuristicUpkeep
@@ -70,6 +71,7 @@ class _MergePlan(NamedTuple):
     others: dict[str, MemoryDigest]
     every: TermSets
     merged: set[str]
+    apart: set[frozenset[str]]  # pairs of memories linked `contradicts`: never merged
 
 
 class _DryRun(Exception):
@@ -169,9 +171,19 @@ class ConsolidateService(Service):
         every = self.deps.index.term_sets(project, SearchFilter(kinds=frozenset({"memory"})))
         await anyio.to_thread.run_sync(every.prepare, SUPERSEDE_THRESHOLD)  # most of a second at 100k
         others = {m.id: m for m in latest}
-        merged: set[str] = set()
-        pairs = await duplicate_pairs(latest, others, every, self._terms, merged)
-        return _MergePlan(pairs, others, every, merged)
+        # Contradicting memories are looked for among the planned pairs only (a whole project's would
+        # be a read of every memory's relations); when a planned pair is one, the plan is made again
+        # without it, so each of the two may still merge with another near-copy. Rarely more than once.
+        apart: set[frozenset[str]] = set()
+        while True:
+            merged: set[str] = set()
+            pairs = await duplicate_pairs(latest, others, every, self._terms, merged, apart)
+            async with self.db.read() as conn:
+                found = await contradicting(conn, project, [m.id for pair in pairs for m in pair])
+            planned_apart = found & {frozenset((pair.older.id, pair.newer.id)) for pair in pairs}
+            apart |= found
+            if not planned_apart:
+                return _MergePlan(pairs, others, every, merged, apart)
 
     def _terms(self, memory: MemoryDigest) -> tuple[frozenset[int], int]:
         """A memory's words as the index holds them, or analysed afresh for one the index does not
@@ -188,18 +200,23 @@ class ConsolidateService(Service):
             fresh = sorted(
                 (m.digest() for chain in chains for m in chain if m.is_latest), key=lambda m: (m.created_at, m.id)
             )
-            pairs += await duplicate_pairs(fresh, plan.others, plan.every, self._terms, plan.merged)
+            pairs += await duplicate_pairs(fresh, plan.others, plan.every, self._terms, plan.merged, plan.apart)
         # Every planned memory and the length of its chain, read at once (a trip or two per merge
         # held the write lock for most of a second at 100,000 memories); each merge then updates
         # them as it updates the rows, so the pairs after it see what it did.
         current = ChainsInPass(await repo.get_many(list(dict.fromkeys(m.id for p in pairs for m in p)), project))
         current.lengths = await repo.chain_lengths(list(current.members), project)
+        # As they stand now (a relation may have come since the plan), and across chains this pass
+        # joins: merging a into b and then c into b must not join a and c when they contradict.
+        apart = await contradicting(tx, project, list(current.by_id))
         changes, gone = [], []
         for pair in pairs:
             older, newer = current.get(pair.older.id), current.get(pair.newer.id)
             if not (still_as_planned(older, pair.older) and still_as_planned(newer, pair.newer)):
                 continue  # changed since the plan: the next pass compares it again
             if older.root_id == newer.root_id:  # an earlier merge of this pass joined them already
+                continue
+            if current.contradict(older, newer, apart):  # a conflict to resolve, not a duplicate
                 continue
             at = self.now_iso()
             await repo.merge_chains(older, newer, current.lengths[older.root_id], at)
@@ -272,7 +289,13 @@ class ConsolidateService(Service):
         return changes
 
     async def _crystallize(self, tx: Tx, project: str) -> list[Change]:
-        changes = []
+        """End the sessions idle past `session_idle_minutes`, then summarise every ended session whose
+        summary is missing or stale."""
+        idle = f"idle past {self.settings.session_idle_minutes} minutes"
+        changes = [
+            Change(kind="session", action="ended", id=session_id, detail=idle)
+            for session_id in await self.summaries.end_idle(tx, project)
+        ]
         for session in await self.summaries.needing_summary(tx, project):
             view = await self.summaries.summarise(tx, session)
             if view is not None and view.changed:

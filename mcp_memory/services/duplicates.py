@@ -5,15 +5,23 @@ memories, so consolidation plans the merges on a snapshot, outside its write tra
 it, each planned pair is merged only if both memories are still live and still say what the plan
 compared (`still_as_planned`), as `ChainsInPass` shows them: read once, then kept as each merge
 leaves them.
+
+Two memories linked `contradicts` (by memory_reflect or a caller, between any of their versions,
+either way round) are never merged, however alike their words: they are a conflict to resolve, and
+merged, the relation would link two versions of one memory.
 """
 
 from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Set as AbstractSet
 from typing import NamedTuple, TypeGuard
 
+from mcp_memory.db import Conn
 from mcp_memory.models.records import Memory, MemoryDigest
+from mcp_memory.repositories.memories import MemoryRepository
+from mcp_memory.repositories.relations import RelationRepository
 from mcp_memory.search.termsets import TermSets
 from mcp_memory.services.common import Breather
 from mcp_memory.services.memories import SUPERSEDE_THRESHOLD
@@ -35,10 +43,12 @@ async def duplicate_pairs(
     every: TermSets,
     terms_of: TermsOf,
     merged: set[str],
+    apart: AbstractSet[frozenset[str]] = frozenset(),
 ) -> list[Pair]:
     """The pairs to merge, taking `probes` in turn: each into the first (by id) of `others` in another
-    chain whose words it shares above the supersede threshold, older into newer. A memory merged
-    away (its id is added to `merged`, which may hold earlier plans' too) is compared no further."""
+    chain whose words it shares above the supersede threshold, older into newer, unless the two are
+    `apart` (pairs of ids known to contradict each other). A memory merged away (its id is added to
+    `merged`, which may hold earlier plans' too) is compared no further."""
     pairs = []
     breathe = Breather()
     for memory in probes:
@@ -50,7 +60,7 @@ async def duplicate_pairs(
             other = others.get(other_id)
             if other is None or other.root_id == memory.root_id or other_id in merged:
                 continue
-            if overlap <= SUPERSEDE_THRESHOLD:
+            if overlap <= SUPERSEDE_THRESHOLD or frozenset((memory.id, other_id)) in apart:
                 continue
             older, newer = sorted((memory, other), key=lambda m: (m.created_at, m.id))
             pairs.append(Pair(older, newer))
@@ -58,6 +68,21 @@ async def duplicate_pairs(
             if older.id == memory.id:
                 break
     return pairs
+
+
+async def contradicting(conn: Conn, project: str, ids: Sequence[str]) -> set[frozenset[str]]:
+    """The pairs among `ids` (memories of different chains) that a `contradicts` relation joins,
+    between any versions of the two chains, either way round."""
+    chains = await MemoryRepository(conn).versions_of(ids, project)
+    chain_of = {version: memory_id for memory_id, versions in chains.items() for version in versions}
+    found: set[frozenset[str]] = set()
+    if not chain_of:
+        return found
+    for relation in await RelationRepository(conn).touching(project, list(chain_of), "both", ["contradicts"]):
+        source, target = chain_of.get(relation.source_id), chain_of.get(relation.target_id)
+        if source is not None and target is not None and source != target:
+            found.add(frozenset((source, target)))
+    return found
 
 
 def still_as_planned(current: Memory | None, planned: MemoryDigest) -> TypeGuard[Memory]:
@@ -78,6 +103,15 @@ class ChainsInPass:
 
     def get(self, memory_id: str) -> Memory | None:
         return self.by_id.get(memory_id)
+
+    def contradict(self, older: Memory, newer: Memory, apart: AbstractSet[frozenset[str]]) -> bool:
+        """Whether merging the two memories' chains would join two memories known to contradict each
+        other (`apart`): theirs, or any this pass merged into either chain already."""
+        return any(
+            frozenset((first, second)) in apart
+            for first in self.members[older.root_id]
+            for second in self.members[newer.root_id]
+        )
 
     def merged(self, older: Memory, newer: Memory, at: str) -> None:
         """What MemoryRepository.merge_chains did: the newer chain follows the older one's versions."""

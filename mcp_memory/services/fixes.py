@@ -129,6 +129,7 @@ class CueBook:
         self._loaded: dict[str, Cues | None] = {}
         self._terms: dict[str, frozenset[str]] = {}
         self._failing: dict[str, bool] = {}
+        self._fixed: dict[str, bool] = {}
         self._anchors: dict[str, frozenset[str]] = {}
 
     def terms(self, obs: Observation) -> frozenset[str]:
@@ -144,7 +145,9 @@ class CueBook:
         """Whether its opening says it fixed something."""
         if (cues := self._cues(obs)) is not None:
             return cues.says_fixed
-        return _says_fixed(obs.content)
+        if obs.id not in self._fixed:
+            self._fixed[obs.id] = _says_fixed(obs.content)
+        return self._fixed[obs.id]
 
     def reports_failure(self, obs: Observation) -> bool:
         """Whether it says something failed."""
@@ -266,9 +269,12 @@ def pair_fixes(
     errors: Sequence[Observation],
     observations: Sequence[Observation],
     stored: Mapping[str, str | None] | None = None,
+    *,
+    book: CueBook | None = None,
 ) -> dict[str, Observation]:
     """The fix of each error (by id) among a session's `observations` (in order), reading their
-    `stored` cues (by id) where those are current.
+    `stored` cues (by id) where those are current; or, from a caller pairing many times over the
+    same observations, its `book` of cues, each worked out once.
 
     An observation that reports a failure ("X passes now; Y still fails") fixes nothing, unless the
     agent typed it `fix`: that is its word that it is one ("Broke the import cycle by ..."). Of the
@@ -279,7 +285,7 @@ def pair_fixes(
     if not errors:
         return {}
     first = min(e.seq for e in errors)  # what came before every error fixes none: spare reading it
-    book = CueBook(analyzer, stored)
+    book = book or CueBook(analyzer, stored)
     anchors = book.anchors
 
     # Asked only of the observations a pairing looks at: weighing every clause of every note in a

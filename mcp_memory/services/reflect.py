@@ -18,6 +18,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from datetime import timedelta
+from typing import NamedTuple
 
 import anyio.to_thread
 
@@ -54,6 +55,7 @@ from mcp_memory.services.lessons import LessonService, reinforced
 from mcp_memory.services.outcomes import source_count
 from mcp_memory.services.reflect_findings import (
     Finding,
+    Tally,
     conflict,
     insights_of,
     recurring_errors,
@@ -63,6 +65,25 @@ from mcp_memory.services.relations import MemoryNodes, relation_view
 
 REFLECT_DAYS = 7
 """Window of a reflection given neither a session nor times."""
+
+SHOWN_OBSERVATIONS = 60
+SHOWN_OUTCOMES = 20
+"""The latest observations and outcomes the sampling prompt shows the client's model: the rules it
+proposes are learned from those, so they are the rules' evidence."""
+
+
+class _Evidence(NamedTuple):
+    """What a reflection reviews. Every observation of the scope is counted (`tally`), but only
+    those of sessions with an error in it are read whole: recurring errors and their fixes are
+    found there, and a window of 100,000 made into records would cost seconds."""
+
+    session_id: str | None  # as stored
+    observations: list[Observation]
+    cues: dict[str, str | None]
+    tally: Tally
+    outcomes: list[Outcome]
+    memories: list[str]
+
 
 _ON_ONE_TOPIC = 0.3
 """Word overlap (Jaccard) from which two memories are taken to be on one topic, so one may
@@ -99,10 +120,14 @@ class ReflectService(Service):
         # The evidence is read and analysed before the write transaction, so other writers wait only
         # for what it learns; learning is idempotent, so a record written in between is simply next time's.
         async with self.db.read() as conn:
-            observations, outcomes, memories = await self._evidence(conn, project, session_id, start, end)
-        errors = recurring_errors(observations, self.deps.index.analyzer, self.settings, outcomes)
+            evidence = await self._evidence(conn, project, session_id, start, end)
+            shown = await self._shown(conn, project, evidence.session_id, start, end) if model_rules else []
+        outcomes = evidence.outcomes
+        errors = recurring_errors(
+            evidence.observations, self.deps.index.analyzer, self.settings, outcomes, evidence.cues
+        )
         sequences = recurring_sequences(outcomes, self.settings)
-        close = await self._close_pairs(project, memories)
+        close = await self._close_pairs(project, evidence.memories)
         async with self.db.transaction("memory_reflect", project=project) as tx:
             anti_found = [await self._learn_anti_pattern(tx, project, f) for f in errors]
             heuristics_found = []
@@ -114,14 +139,14 @@ class ReflectService(Service):
             contradictions, conflicting = await self._contradictions(tx, project, close)
             source: SummarySource = "extractive"
             if model_rules:
-                evidence = [o.id for o in observations] + [o.id for o in outcomes]
-                proposed = self._learned(await self._model_rules(tx, project, model_rules, evidence))
+                seen = [o.id for o in shown] + [o.id for o in outcomes[-SHOWN_OUTCOMES:]]
+                proposed = self._learned(await self._model_rules(tx, project, model_rules, seen))
                 if proposed:  # a reply with no usable rule taught nothing: the result is the rule-based one
                     source = "sampling"
             # Findings that land on one lesson (the same error seen in two wordings) count it once.
             anti, heuristics = ({lesson.id for lesson, _ in found} for found in (anti_found, heuristics_found))
-            insights = insights_of(observations, outcomes, len(anti), len(heuristics), conflicting)
-            if session_id is None and (observations or outcomes or memories):
+            insights = insights_of(evidence.tally, outcomes, len(anti), len(heuristics), conflicting)
+            if session_id is None and (evidence.tally.observations or outcomes or evidence.memories):
                 await self._keep_on_profile(tx, project, insights)
         return ReflectResult(
             project=project,
@@ -142,11 +167,14 @@ class ReflectService(Service):
         """The prompt asking the client's model for rules, or None when there is nothing to reflect on."""
         start, end = self._window(session_id, since, until)
         async with self.db.read() as conn:
-            observations, outcomes, _ = await self._evidence(conn, project, session_id, start, end)
+            if session_id is not None:
+                session_id = (await SessionRepository(conn).get(session_id, project)).id
+            observations = await self._shown(conn, project, session_id, start, end)
+            outcomes = await self._outcomes(conn, project, session_id, start, end)
         if not observations and not outcomes:
             return None
-        lines = [f"- [{o.type}] {shorten(o.title, 160)}" for o in observations[-60:]]
-        for outcome in outcomes[-20:]:
+        lines = [f"- [{o.type}] {shorten(o.title, 160)}" for o in observations]
+        for outcome in outcomes[-SHOWN_OUTCOMES:]:
             verdict = "succeeded" if outcome.success else f"failed: {shorten(outcome.error or '', 100)}"
             lines.append(f"- outcome: {shorten(outcome.task, 100)} {verdict} (strategy: {outcome.strategy or '?'})")
         return SAMPLING_PROMPT.format(record="\n".join(lines))
@@ -172,21 +200,44 @@ class ReflectService(Service):
 
     async def _evidence(
         self, conn: Conn, project: str, session_id: str | None, start: str | None, end: str | None
-    ) -> tuple[list[Observation], list[Outcome], list[str]]:
-        """The observations and outcomes in the scope, and the ids of the latest memories saved or
-        changed in it (ids only: a whole history's memories as records cost seconds to make)."""
-        observations = ObservationRepository(conn)
+    ) -> _Evidence:
+        """What the scope holds (see _Evidence), and the ids of the latest memories saved or changed
+        in it (ids only: a whole history's memories as records cost seconds to make)."""
+        observations, memories = ObservationRepository(conn), MemoryRepository(conn)
         if session_id is not None:
             session_id = (await SessionRepository(conn).get(session_id, project)).id
-            found = await observations.in_session(session_id)
-            outcomes = await OutcomeRepository(conn).in_session(session_id)
+            found, cues = await observations.in_session_with_cues(session_id)
+            tally = Tally.of(found)
+            latest = [m.id for m in await memories.latest_in_sessions([session_id], project)]
         else:
-            found, _ = await observations.page(project, since=start, until=end, limit=5_000, newest_first=False)
-            outcomes = await OutcomeRepository(conn).between(project, start, end)
-        memories = MemoryRepository(conn)
+            tally, with_errors = Tally(), set()
+            for session, kind, concepts in await observations.kinds_between(project, start, end):
+                tally.add(kind, concepts)
+                if kind == "error":
+                    with_errors.add(session)
+            found, cues = await observations.in_sessions_between_with_cues(project, sorted(with_errors), start, end)
+            latest = await memories.latest_ids_updated_between(project, start, end)
+        outcomes = await self._outcomes(conn, project, session_id, start, end)
+        return _Evidence(session_id, found, cues, tally, outcomes, latest)
+
+    @staticmethod
+    async def _outcomes(
+        conn: Conn, project: str, session_id: str | None, start: str | None, end: str | None
+    ) -> list[Outcome]:
+        """The outcomes of the session (a stored id), or of the window."""
+        outcomes = OutcomeRepository(conn)
+        return await (outcomes.in_session(session_id) if session_id else outcomes.between(project, start, end))
+
+    @staticmethod
+    async def _shown(
+        conn: Conn, project: str, session_id: str | None, start: str | None, end: str | None
+    ) -> list[Observation]:
+        """The latest observations of the scope, oldest first: what the sampling prompt shows."""
+        observations = ObservationRepository(conn)
         if session_id is not None:
-            return found, outcomes, [m.id for m in await memories.latest_in_sessions([session_id], project)]
-        return found, outcomes, await memories.latest_ids_updated_between(project, start, end)
+            return (await observations.in_session(session_id))[-SHOWN_OBSERVATIONS:]
+        latest, _ = await observations.page(project, since=start, until=end, limit=SHOWN_OBSERVATIONS)
+        return latest[::-1]
 
     async def _retire_sequence(self, tx: Tx, project: str, finding: Finding) -> None:
         """Soft-delete a heuristic learned from these steps, now that they mostly fail."""

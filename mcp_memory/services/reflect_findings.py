@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 from collections import Counter, defaultdict
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import NamedTuple
 
 from mcp_memory.config import Settings
@@ -18,7 +18,7 @@ from mcp_memory.models.records import Observation, Outcome
 from mcp_memory.search.analyzer import Analyzer
 from mcp_memory.services.common import jaccard
 from mcp_memory.services.compress import counted, sentences, shorten
-from mcp_memory.services.fixes import pair_fixes
+from mcp_memory.services.fixes import CueBook, pair_fixes
 from mcp_memory.services.lesson_identity import ERROR_PREFIX, seen_context
 
 ERROR_CHARS = 400
@@ -52,10 +52,15 @@ class Finding(NamedTuple):
 
 
 def recurring_errors(
-    observations: Sequence[Observation], analyzer: Analyzer, settings: Settings, outcomes: Sequence[Outcome] = ()
+    observations: Sequence[Observation],
+    analyzer: Analyzer,
+    settings: Settings,
+    outcomes: Sequence[Outcome] = (),
+    cues: Mapping[str, str | None] | None = None,
 ) -> list[Finding]:
     """Anti-pattern candidates: errors whose words recur, each with the fix that followed one of them
-    and, when failed `outcomes` had a similar error, their task type.
+    (among `observations`, with their stored fix `cues` where given) and, when failed `outcomes` had
+    a similar error, their task type.
 
     Two errors recur when their words overlap by `settings.similarity`, or the errors they state do
     (`error_signature`): one missing module hit by `pytest` and by `python -m app` is one error, and
@@ -75,6 +80,14 @@ def recurring_errors(
     )
     learned = []
     failed = [(o, frozenset(analyzer.terms(o.error))) for o in outcomes if not o.success and o.error]
+    # Each error's fix is looked for in its own session: grouped once, with each observation's cues
+    # worked out once, not for every error of every cluster (errors × observations at 100k: minutes).
+    sessions: dict[str, list[Observation]] = defaultdict(list)
+    for obs in observations:
+        sessions[obs.session_id].append(obs)
+    for session in sessions.values():
+        session.sort(key=lambda o: o.seq)
+    book = CueBook(analyzer, cues)
     for cluster, by_signature in clusters:
         if len(cluster) < settings.anti_pattern_min_failures:
             continue
@@ -82,7 +95,7 @@ def recurring_errors(
         # what it says leaves that out (a traceback's first line): then by that error.
         first, stated = said[cluster[0].id], signatures[cluster[0].id]
         error = stated if stated is not None and (by_signature or stated not in first) else first
-        found = _first_fix(cluster, observations, analyzer)
+        found = _first_fix(cluster, sessions, analyzer, book)
         fix = shorten(found.title, 160) if found is not None else None
         mine = frozenset(analyzer.terms(error))
         # Failed outcomes with this error tell its task type, and which anti-pattern it may already be.
@@ -172,12 +185,12 @@ def _error_text(error: Observation) -> str:
 
 
 def _first_fix(
-    errors: Sequence[Observation], observations: Sequence[Observation], analyzer: Analyzer
+    errors: Sequence[Observation], sessions: dict[str, list[Observation]], analyzer: Analyzer, book: CueBook
 ) -> Observation | None:
-    """What fixed the earliest of `errors` that has a fix in its own session, as a summary pairs them."""
+    """What fixed the earliest of `errors` that has a fix in its own session (`sessions`: the
+    observations of each, in order), as a summary pairs them."""
     for error in errors:
-        session = sorted((o for o in observations if o.session_id == error.session_id), key=lambda o: o.seq)
-        if fix := pair_fixes(analyzer, [error], session).get(error.id):
+        if fix := pair_fixes(analyzer, [error], sessions[error.session_id], book=book).get(error.id):
             return fix
     return None
 
@@ -268,15 +281,37 @@ def _words_near(pieces: Iterable[str], count: int, analyse: Callable[[str], Iter
     return frozenset(words)
 
 
+class Tally:
+    """What a reflection counts of the observations it reviews: how many, how many errors, and how
+    often each concept came up (in the order first seen, which breaks ties)."""
+
+    def __init__(self) -> None:
+        self.observations = 0
+        self.errors = 0
+        self.concepts: Counter[str] = Counter()
+
+    def add(self, kind: str, concepts: Iterable[str]) -> None:
+        self.observations += 1
+        self.errors += kind == "error"
+        self.concepts.update(concepts)
+
+    @classmethod
+    def of(cls, observations: Iterable[Observation]) -> Tally:
+        tally = cls()
+        for obs in observations:
+            tally.add(obs.type, obs.concepts)
+        return tally
+
+
 def insights_of(
-    observations: Sequence[Observation], outcomes: Sequence[Outcome], anti: int, heuristics: int, contradictions: int
+    tally: Tally, outcomes: Sequence[Outcome], anti: int, heuristics: int, contradictions: int
 ) -> list[str]:
     """Plain-language findings on the evidence: counts take in what it had already taught."""
-    found = [f"{counted(len(observations), 'observation')} and {counted(len(outcomes), 'outcome')} reviewed."]
+    found = [f"{counted(tally.observations, 'observation')} and {counted(len(outcomes), 'outcome')} reviewed."]
     if outcomes:
         wins = sum(1 for o in outcomes if o.success)
         found.append(f"{wins} of {len(outcomes)} outcomes succeeded.")
-    errors = Counter(o.type for o in observations)["error"]
+    errors = tally.errors
     if errors:
         became = (
             "1 recurring one became an anti-pattern" if anti == 1 else f"{anti} recurring ones became anti-patterns"
@@ -288,7 +323,6 @@ def insights_of(
     if contradictions:
         pairs = "1 pair of memories looks" if contradictions == 1 else f"{contradictions} pairs of memories look"
         found.append(f"{pairs} contradictory; check them with memory_related.")
-    concepts = Counter(c for o in observations for c in o.concepts)
-    if concepts:
-        found.append("Most discussed: " + ", ".join(c for c, _ in concepts.most_common(5)) + ".")
+    if tally.concepts:
+        found.append("Most discussed: " + ", ".join(c for c, _ in tally.concepts.most_common(5)) + ".")
     return found

@@ -52,6 +52,9 @@ _HIGHLIGHT_CHARS = 240
 _FACT_CHARS = 120
 _FACT_MIN_CHARS = 40  # less room than this left on a line: a fact cut that short says nothing
 _LISTED_OUTCOMES = 5
+_LISTED_DECISIONS = 8
+_LISTED_ERRORS = 6
+"""A summary lists this many decisions and errors (each with its fix), then counts the rest."""
 
 
 class SummaryService(Service):
@@ -82,13 +85,18 @@ class SummaryService(Service):
         return CrystallizeResult(project=project, sessions=done[-LISTED_SUMMARIES:], total=len(done))
 
     async def needing_summary(self, tx: Tx, project: str) -> list[Session]:
-        """Ended sessions lacking a current summary, after ending those idle for `session_idle_minutes`
-        (a session with no observation for that long has ended; its caller reopens it by name)."""
-        repo = SessionRepository(tx)
+        """Ended sessions lacking a current summary, after ending those idle (`end_idle`)."""
+        await self.end_idle(tx, project)
+        return await SessionRepository(tx).needing_summary(project)
+
+    async def end_idle(self, tx: Tx, project: str) -> list[str]:
+        """End the sessions idle for `session_idle_minutes` (a session with no observation for that long
+        has ended; its caller reopens it by name); returns their ids."""
         cutoff = idle_cutoff(self.now(), self.settings.session_idle_minutes)
-        for ended in await repo.end_idle(project, cutoff, self.now_iso()):
-            tx.changed("session", ended, "end")
-        return await repo.needing_summary(project)
+        ended = await SessionRepository(tx).end_idle(project, cutoff, self.now_iso())
+        for session_id in ended:
+            tx.changed("session", session_id, "end")
+        return ended
 
     async def current_session(self, project: str, agent_id: str | None) -> str | None:
         """The id (as callers see it) of the agent's session in progress: its most recently active
@@ -103,7 +111,8 @@ class SummaryService(Service):
     ) -> SessionSummaryView | None:
         """Store the summary of one session (unless it is already up to date) inside `tx`; None, and
         nothing stored, for a session with nothing left to summarise."""
-        if _is_current(session) and not force:
+        outcomes = await OutcomeRepository(tx).in_session(session.id)
+        if _is_current(session, outcomes) and not force:
             return SessionSummaryView(
                 session_id=session.id,
                 title=session.title,
@@ -112,7 +121,6 @@ class SummaryService(Service):
                 changed=False,
             )
         observations, cues = await ObservationRepository(tx).in_session_with_cues(session.id)
-        outcomes = await OutcomeRepository(tx).in_session(session.id)
         if not observations and not outcomes and not session.folded_digest:
             return None
         source: SummarySource = "extractive"
@@ -134,10 +142,12 @@ class SummaryService(Service):
         """The prompt that asks the client's model for a summary, or None when none is needed."""
         async with self.db.read() as conn:
             session = await SessionRepository(conn).get_or_none(session_id, project)
-            if session is None or (_is_current(session) and not force):
+            if session is None:
+                return None
+            outcomes = await OutcomeRepository(conn).in_session(session.id)
+            if _is_current(session, outcomes) and not force:
                 return None
             observations, cues = await ObservationRepository(conn).in_session_with_cues(session.id)
-            outcomes = await OutcomeRepository(conn).in_session(session.id)
         if not observations:
             return None
         lines = [f"- [{o.type}] {shorten(o.title, 160)}" for o in observations[-80:]]
@@ -160,20 +170,29 @@ class SummaryService(Service):
         )
         kept = session.observation_count - session.folded_count
         span = f"{first[:16].replace('T', ' ')} to {last[:16].replace('T', ' ')}"
-        listed = [shorten(o.title, 200) for o in [o for o in observations if o.type == "decision"][:8]]
+        decisions = [o for o in observations if o.type == "decision"]
+        listed = [shorten(o.title, 200) for o in decisions[:_LISTED_DECISIONS]]
         # the title is shown beside the summary: a decision listed below says it, the header need not
         lead = "" if any(_says(line, title) for line in listed) else f"{title.rstrip('.,;: ')}: "
         lines = [f"{lead}{counted(kept, 'observation')}, {span}."]
         if listed:
             lines.append("Decisions:")
             lines += [f"- {line}" for line in listed]
-        errors = [o for o in observations if o.type == "error"][:6]
-        fixed = pair_fixes(self.deps.index.analyzer, errors, observations, cues)
+            if len(decisions) > len(listed):
+                lines.append(f"- … and {counted(len(decisions) - len(listed), 'more decision')}")
+        every_error = [o for o in observations if o.type == "error"]
+        # Every error is paired, listed or not: the fix of one left out is not a fix of nothing.
+        fixed = pair_fixes(self.deps.index.analyzer, every_error, observations, cues)
         claimed = {fix.id for fix in fixed.values()}
+        errors, rest = every_error[:_LISTED_ERRORS], every_error[_LISTED_ERRORS:]
         alone = [o for o in observations if o.type == "fix" and o.id not in claimed][:4]
         if errors or alone:
             lines.append("Errors and fixes:")
             lines += _error_lines(errors, fixed)
+            if rest:
+                mended = sum(1 for error in rest if error.id in fixed)
+                which = "all fixed" if mended == len(rest) else f"{mended} fixed" if mended else "none fixed"
+                lines.append(f"- … and {counted(len(rest), 'more error')} ({which})")
             lines += [f"- fixed: {shorten(fix.title, 140)}" for fix in alone]
         files = Counter(f for o in observations for f in o.files)
         if files:
@@ -251,9 +270,13 @@ def _with_facts(obs: Observation) -> str:
     return text
 
 
-def _is_current(session: Session) -> bool:
-    """Whether the session's summary already covers everything that happened in it."""
-    return session.summary is not None and (session.summarized_at or "") >= session.last_activity_at
+def _is_current(session: Session, outcomes: Sequence[Outcome]) -> bool:
+    """Whether the session's summary already covers everything that happened in it: written once its
+    last observation and its last outcome (`outcomes`, the session's) were recorded. An outcome
+    recorded later does not move the session's activity time, yet the summary tells how they went.
+    SessionRepository.needing_summary asks the same."""
+    changed = max([session.last_activity_at, *(o.created_at for o in outcomes)])
+    return session.summary is not None and (session.summarized_at or "") >= changed
 
 
 def _says(line: str, title: str) -> bool:
