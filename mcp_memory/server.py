@@ -22,6 +22,7 @@ from mcp_memory.errors import MCPMemoryError
 from mcp_memory.search.embeddings import EmbeddingProvider
 from mcp_memory.tools import note_hidden_tools, tools_for
 from mcp_memory.tools._common import check_arguments, tool_error
+from mcp_memory.tools.caller import forget_roots
 from mcp_memory.tools.prompts import register_prompts_and_resources
 
 logger = logging.getLogger(__name__)
@@ -143,6 +144,7 @@ def build_server(
         log_level=settings.log_level,
         middleware=[
             *middleware,
+            forget_roots,
             check_arguments,
             sync_index,
             *([note_hidden_tools] if settings.tools == "core" else []),  # errors may name tools it hides

@@ -12,13 +12,16 @@ from __future__ import annotations
 import contextlib
 import re
 import warnings
-import weakref
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 from urllib.parse import unquote, urlparse
 
 import anyio
+from mcp.server.connection import Connection
+from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
 from mcp.server.mcpserver.exceptions import ToolError
+from mcp.server.session import ServerSession
 from mcp_types.version import is_version_at_least
 
 from mcp_memory.errors import MCPMemoryError
@@ -29,7 +32,18 @@ PROJECT_MARKER = ".mcp-memory-project"
 _MODERN = "2026-07-28"
 _ROOTS_TIMEOUT_S = 5.0
 _UNSAFE = re.compile(r"[\x00-\x1f*/\\]+")
-_roots_cache: weakref.WeakKeyDictionary[Any, str | None] = weakref.WeakKeyDictionary()
+_ROOTS_STATE = "mcp_memory.roots"
+ROOTS_CHANGED = "notifications/roots/list_changed"
+
+
+@dataclass
+class _Roots:
+    """One connection's answer to roots/list: asked once, kept until the client says its roots changed."""
+
+    lock: anyio.Lock = field(default_factory=anyio.Lock)
+    known: bool = False
+    name: str | None = None
+    changes: int = 0  # roots/list_changed notifications seen; an answer asked before the last one is stale
 
 
 def grant_of(ctx: Ctx) -> dict[str, Any]:
@@ -76,30 +90,64 @@ async def project_of(ctx: Ctx, project: str | None) -> str:
 
 
 async def roots_project(ctx: Ctx) -> str | None:
-    """The project named by the client's roots (asked once per connection), if the client has roots."""
+    """The project named by the client's roots, if the client has roots.
+
+    Asked once per connection (and again after the client's roots/list_changed); a client that cannot
+    answer in time names none for the connection, so its calls never split between two projects.
+    """
     capabilities = ctx.client_capabilities
     version = ctx.protocol_version
     if capabilities is None or capabilities.roots is None or version is None or is_version_at_least(version, _MODERN):
         # Roots are deprecated on the 2026-07-28 protocol, which has no mid-call requests for them.
         return None
     session = ctx.request_context.session
-    try:
-        return _roots_cache[session]
-    except (KeyError, TypeError):
-        pass
-    name = None
+    memo = _roots_of(session)
+    if memo is None:
+        return await _ask_roots(ctx, session)
+    # One call asks while the others wait for its answer: one connection, one project, one question.
+    async with memo.lock:
+        if not memo.known:
+            changes = memo.changes
+            name = await _ask_roots(ctx, session)
+            if memo.changes != changes:
+                return name  # the roots changed while we asked: this answer serves this call only
+            memo.name, memo.known = name, True
+        return memo.name
+
+
+async def forget_roots(ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> HandlerResult:
+    """Server middleware: a client's roots/list_changed makes the next call ask for its roots again."""
+    if ctx.method == ROOTS_CHANGED and (memo := _roots_of(ctx.session)) is not None:
+        memo.known, memo.name = False, None
+        memo.changes += 1
+    return await call_next(ctx)
+
+
+def _roots_of(session: ServerSession) -> _Roots | None:
+    """The roots memo of the connection `session` serves, made on first use (None if it cannot be found)."""
+    # The SDK builds a new ServerSession for every request, so the memo lives on the Connection they
+    # share (its `state` is the SDK's per-connection scratch space, gone with the connection). The
+    # session does not expose its connection publicly; without one, every call asks again.
+    connection = getattr(session, "_connection", None)
+    if not isinstance(connection, Connection):
+        return None
+    memo = connection.state.get(_ROOTS_STATE)
+    if not isinstance(memo, _Roots):
+        memo = connection.state[_ROOTS_STATE] = _Roots()
+    return memo
+
+
+async def _ask_roots(ctx: Ctx, session: ServerSession) -> str | None:
+    """Ask the client for its roots and name their project; None when it cannot say (in time)."""
     try:
         with anyio.fail_after(_ROOTS_TIMEOUT_S), warnings.catch_warnings():
             warnings.simplefilter("ignore")
             result = await session.list_roots()
         # A remote client's folders are on its own disk: only a stdio client shares ours.
         local = app_of(ctx).settings.transport == "stdio"
-        name = project_from_roots([str(root.uri) for root in result.roots], read_marker=local)
+        return project_from_roots([str(root.uri) for root in result.roots], read_marker=local)
     except Exception:  # a client that cannot list roots simply does not name a project this way
-        name = None
-    with contextlib.suppress(TypeError):  # a session object that cannot be weakly referenced is not cached
-        _roots_cache[session] = name
-    return name
+        return None
 
 
 def project_from_roots(uris: list[str], *, read_marker: bool) -> str | None:
