@@ -5,7 +5,9 @@ UTF-16 surrogate escape such as `\\udc00`, which JavaScript clients can send, or
 nested a few hundred levels deep), and the server drops it: the client waits for an answer that
 never comes. Here such a line is read again by Python's own parser: with lone surrogates made
 U+FFFD it is served, and a request that still cannot be read gets a JSON-RPC error under its own
-id, so the caller hears why.
+id, so the caller hears why. A batch (a JSON array, which the SDK cannot serve) gets an error for
+each request in it, and a request whose id is not a string or an integer (which the SDK would take
+for a notification) one under a null id; none of them runs.
 """
 
 from __future__ import annotations
@@ -105,6 +107,10 @@ class AnsweredMessages:
             item = await self._inner.receive()
             line = self._lines.pending.popleft() if self._lines.pending else ""
             if not isinstance(item, Exception):
+                # The SDK's parser drops an id it cannot use (null, true, 1.5) and takes the request for a notification.
+                if isinstance(item.message, types.JSONRPCNotification) and _has_id(_loads(line)):
+                    await self._refuse_bad_id()
+                    continue
                 return item
             repaired = await self._reread(line, item)
             if repaired is not None:
@@ -114,26 +120,48 @@ class AnsweredMessages:
         """The message of a line the SDK refused, read by Python's parser; None once answered."""
         if not line.strip():
             return None  # a blank line between messages
-        try:
-            message = json.loads(line)
-        except (ValueError, RecursionError):
-            message = None  # not JSON to Python either
-        else:
+        message = _loads(line)
+        if message is not None:
             try:
                 valid = types.jsonrpc_message_adapter.validate_python(_without_lone_surrogates(message), by_name=False)
-                return SessionMessage(valid)
             except (ValueError, RecursionError) as exc:
                 error = exc
+            else:
+                if isinstance(valid, types.JSONRPCNotification) and _has_id(message):
+                    await self._refuse_bad_id()
+                    return None
+                return SessionMessage(valid)
+        if isinstance(message, list):
+            await self._refuse_batch(message)
+            return None
         request_id = _request_id(message)
         reason = _reason(error)
         logger.warning("could not read a message from stdin (request id %r): %s", request_id, reason)
-        if message is None or request_id is not None:  # JSON-RPC answers a parse error even without an id
+        # JSON-RPC answers a parse error or an invalid request even without an id (under a null one);
+        # only a notification (a method and no id) and a response (to us) are never answered.
+        if message is None or request_id is not None or not _unanswered(message):
             code = types.PARSE_ERROR if message is None else types.INVALID_REQUEST
-            answer = types.JSONRPCError(
-                jsonrpc="2.0", id=request_id, error=types.ErrorData(code=code, message=f"could not read: {reason}")
-            )
-            await self._replies.send(SessionMessage(answer))
+            await self._answer(request_id, code, f"could not read: {reason}")
         return None
+
+    async def _refuse_bad_id(self) -> None:
+        """Answer a request whose id is neither a string nor an integer, which the SDK reads as a notification."""
+        logger.warning("could not read a message from stdin: a request id that is not a string or an integer")
+        await self._answer(None, types.INVALID_REQUEST, "could not read: a request id must be a string or an integer")
+
+    async def _refuse_batch(self, batch: list[Any]) -> None:
+        """Answer a JSON-RPC batch, which the SDK cannot serve, with an error for each request in it (nothing
+        of it runs), or with one error under a null id when none has an id, so that no caller waits forever."""
+        ids: list[str | int | None] = [request_id for item in batch if (request_id := _request_id(item)) is not None]
+        logger.warning("refused a JSON-RPC batch of %d message(s) from stdin (request ids %r)", len(batch), ids)
+        reason = "batches are not supported; send one request per message"
+        for request_id in ids or [None]:
+            await self._answer(request_id, types.INVALID_REQUEST, reason)
+
+    async def _answer(self, request_id: str | int | None, code: int, message: str) -> None:
+        """Send the client a JSON-RPC error under `request_id` (null when there is none)."""
+        answer = types.JSONRPCError(jsonrpc="2.0", id=request_id, error=types.ErrorData(code=code, message=message))
+        await self._replies.send(SessionMessage(answer))
 
     async def aclose(self) -> None:
         await self._inner.aclose()
@@ -174,11 +202,32 @@ def _without_lone_surrogates(value: Any) -> Any:
 
 
 def _request_id(message: Any) -> str | int | None:
-    """The id of a request, if `message` is one that has it."""
-    if not isinstance(message, dict) or "method" not in message:
+    """The id of a request (or of what claims to be one: no method, but no result or error either)."""
+    if not isinstance(message, dict) or "result" in message or "error" in message:
         return None
     request_id = message.get("id")
     return request_id if isinstance(request_id, str | int) and not isinstance(request_id, bool) else None
+
+
+def _loads(line: str) -> Any:
+    """The JSON value of a line, or None when Python's parser cannot read it either."""
+    try:
+        return json.loads(line)
+    except (ValueError, RecursionError):
+        return None
+
+
+def _has_id(message: Any) -> bool:
+    """Whether `message` is an object with an id member (a notification has none, not even null)."""
+    return isinstance(message, dict) and "id" in message
+
+
+def _unanswered(message: Any) -> bool:
+    """Whether JSON-RPC leaves `message` unanswered even when it is invalid: a notification (a method
+    and no id) or a response to the server's own request."""
+    if not isinstance(message, dict):
+        return False
+    return ("method" in message and "id" not in message) or "result" in message or "error" in message
 
 
 def _reason(exc: Exception) -> str:
