@@ -11,7 +11,7 @@ from typing import Any, get_args
 
 from mcp_memory import __version__
 from mcp_memory.auth import http_grants
-from mcp_memory.config import Settings, url_host
+from mcp_memory.config import DEFAULT_DB_TEXT, Settings, url_host
 from mcp_memory.errors import MCPMemoryError
 
 logger = logging.getLogger("mcp_memory")
@@ -23,7 +23,10 @@ def _options(default: Any) -> argparse.ArgumentParser:
     group = options.add_argument_group("options (each also read from the environment variable shown)")
     for name, field in Settings.model_fields.items():
         flag, env = Settings.option_name(name), Settings.env_name(name)
-        shown = field.get_default(call_default_factory=True)
+        try:
+            shown = field.get_default(call_default_factory=True)
+        except RuntimeError:  # the database's default needs a home directory; --help and --version do not
+            shown = DEFAULT_DB_TEXT
         help_text = f"{field.description} [env {env}; default {shown}]"
         kwargs: dict[str, Any] = {"dest": name, "default": default, "help": help_text}
         choices = get_args(field.annotation)
@@ -59,6 +62,14 @@ def _parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the `mcp-memory` command."""
+    try:
+        return _run(argv)
+    except KeyboardInterrupt:  # Ctrl-C while starting (importing the SDK takes seconds) or while serving
+        return 0
+
+
+def _run(argv: Sequence[str] | None) -> int:
+    """Parse the command line, refuse a bad configuration in one line, else serve until stopped."""
     args = _parser().parse_args(argv)
     cli = {name: getattr(args, name, None) for name in Settings.model_fields}
     try:
@@ -86,8 +97,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (MCPMemoryError, ListenError) as exc:  # no database or no port: one line, not a traceback
         print(f"mcp-memory: {exc}", file=sys.stderr)  # noqa: T201 - the CLI's own error output
         return 1
-    except KeyboardInterrupt:
-        return 0
 
 
 def _warn_missing_embeddings(settings: Settings) -> None:

@@ -7,6 +7,7 @@ configuration table both come from the field list below.
 
 from __future__ import annotations
 
+import ipaddress
 import os
 import re
 from collections.abc import Mapping
@@ -25,6 +26,8 @@ ENV_PREFIX = "MCP_MEMORY_"
 # Settings holding a file path: `$NAME` / `${NAME}` in them are expanded (see `expand_variables`).
 PATH_FIELDS = ("db", "auth_token_file")
 _VARIABLE = re.compile(r"\$(?:\{([A-Za-z_]\w*)\}|([A-Za-z_]\w*))")
+# Dot-separated labels of letters, digits, _ and inner hyphens (a trailing dot allowed): no ':', '/', '@', blanks.
+_HOST_NAME = re.compile(r"\w([\w-]*\w)?(\.\w([\w-]*\w)?)*\.?")
 
 Transport = Literal["stdio", "sse", "streamable-http"]
 LogLevel = Literal["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"]
@@ -53,8 +56,14 @@ def expand_variables(text: str, environ: Mapping[str, str]) -> str:
     return _VARIABLE.sub(value, text)
 
 
+DEFAULT_DB_TEXT = "memory.db in the per-user data directory"
+
+
 def default_db_path() -> Path:
-    """The per-user data directory's `memory.db` (e.g. ~/.local/share/mcp-memory/memory.db)."""
+    """The per-user data directory's `memory.db` (e.g. ~/.local/share/mcp-memory/memory.db).
+
+    Raises RuntimeError when there is no home directory to find it in (HOME unset, no passwd entry).
+    """
     return platformdirs.user_data_path("mcp-memory", appauthor=False) / "memory.db"
 
 
@@ -268,7 +277,21 @@ class Settings(BaseModel):
     @field_validator("db", "auth_token_file")
     @classmethod
     def _expand_home(cls, value: Path | None) -> Path | None:
-        return None if value is None else value.expanduser()
+        if value is None:
+            return None
+        try:
+            return value.expanduser()
+        except RuntimeError:  # refused, rather than a folder named "~user" made in the working directory
+            head = value.parts[0]
+            why = "this user has no home directory (set HOME)"
+            if head != "~":
+                why = f"no user {head[1:]!r} on this machine"
+            raise ValueError(f"cannot expand {head} in {str(value)!r}: {why}") from None
+
+    @field_validator("host", mode="before")
+    @classmethod
+    def _bare_host(cls, value: object) -> object:
+        return check_host(value) if isinstance(value, str) else value
 
     @field_validator("auth_token", mode="before")
     @classmethod
@@ -342,6 +365,8 @@ class Settings(BaseModel):
                     values[name] = expand_variables(values[name], env)
                 except ValueError as exc:
                     raise ValueError(f"{source[name]}: {exc}") from None
+        if "db" not in values:
+            values["db"] = _default_db_or_refuse()
         try:
             return cls(**values)
         except ValidationError as exc:
@@ -352,6 +377,35 @@ class Settings(BaseModel):
                 # whole-model checks have no location; their message names the setting itself
                 problems.append(f"{source.get(field, field)}: {message}" if field else message)
             raise ValueError("; ".join(problems)) from None
+
+
+def _default_db_or_refuse() -> Path:
+    """The default database path; raises ValueError naming --db when there is no home directory for it."""
+    try:
+        return default_db_path()
+    except RuntimeError:  # a uid with no passwd entry and no HOME (docker run --user 12345)
+        raise ValueError(
+            f"{Settings.option_name('db')}: no home directory to keep the default database in (set HOME);"
+            f" pass --db PATH or set {Settings.env_name('db')}"
+        ) from None
+
+
+def check_host(host: str) -> str:
+    """`host` without surrounding blanks (an IPv6 address without brackets) when it is a host name or an
+    IP address, or "" (every interface); else ValueError: a URL or host:port would fail later, obscurely."""
+    bare = host.strip()
+    if bare.startswith("[") and bare.endswith("]"):  # an IPv6 address as written in a URL
+        bare = bare[1:-1]
+    try:
+        return str(ipaddress.ip_address(bare))  # written the usual way: 0:0:0:0:0:0:0:0 is the wildcard ::
+    except ValueError:
+        pass
+    if host == "" or (bare == host.strip() and len(bare) <= 253 and _HOST_NAME.fullmatch(bare)):
+        return bare
+    raise ValueError(
+        f"expected a host name or IP address (e.g. 127.0.0.1, ::1, memory.example.com), not a URL or host:port,"
+        f" got {host!r}; give the port with --port"
+    )
 
 
 def shown_url(url: str) -> str:
