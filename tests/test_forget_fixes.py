@@ -84,6 +84,37 @@ async def test_a_memory_forgotten_by_filter_stays_forgotten_and_other_facts_stil
     assert promoted(report) == [f"seen in 3 sessions: {other}"]
 
 
+QUEUE = "Our worker queue uses rabbitmq with three replicas."
+QUEUE_AGAIN = "The worker queue uses RabbitMQ with three replicas"
+
+
+async def test_a_forgotten_or_corrected_fact_is_not_promoted_again_in_other_filler_words(
+    client: Client, clock: FakeClock
+) -> None:
+    forgotten = await call(client, "memory_save", content=QUEUE)
+    await call(client, "memory_forget", ids=[forgotten["id"]])
+    await observe_recurring(client, clock, QUEUE_AGAIN)
+    assert promoted(await call(client, "memory_consolidate")) == []
+
+    old = await call(client, "memory_save", content="Builds run on three Jenkins agents in the basement.")
+    await call(client, "memory_save", content="Builds moved to GitHub Actions.", supersedes=old["id"])
+    await observe_recurring(client, clock, "our builds run on three Jenkins agents in the basement", first_day=3)
+    assert promoted(await call(client, "memory_consolidate")) == []
+
+
+async def test_a_fingerprint_an_earlier_release_stored_still_keeps_its_fact_forgotten(
+    client: Client, clock: FakeClock
+) -> None:
+    document = await export_document(client)
+    legacy = forget_service.fact_fingerprints(QUEUE_AGAIN)[1]  # every word hashed, as releases before did
+    document["tables"]["forgotten_facts"] = [
+        {"project": "test", "fingerprints": [legacy], "forgotten_at": "2026-01-01T00:00:00.000000Z"}
+    ]
+    await call(client, "memory_import", document=document)
+    await observe_recurring(client, clock, QUEUE_AGAIN)
+    assert promoted(await call(client, "memory_consolidate")) == []
+
+
 # -- forgetting a time window reaches folded observations -------------------------------------------------
 
 

@@ -47,7 +47,7 @@ from mcp_memory.services.common import GLOBAL_PROJECT, Breather, Deps, Progress,
 from mcp_memory.services.compress import shorten
 from mcp_memory.services.duplicates import ChainsInPass, Pair, contradicting, duplicate_pairs, still_as_planned
 from mcp_memory.services.episodic import EpisodicService
-from mcp_memory.services.forget import fact_fingerprint
+from mcp_memory.services.forget import fact_fingerprint, fact_fingerprints
 from mcp_memory.services.heuristic_upkeep import HeuristicUpkeep
 from mcp_memory.services.lessons import LessonService
 from mcp_memory.services.memories import SUPERSEDE_THRESHOLD, MemoryService
@@ -271,7 +271,7 @@ class ConsolidateService(Service):
         promoted: list[frozenset[str]] = []  # the index learns of this pass's memories only at commit
         changes = []
         for sightings in groups:
-            if any(fact_fingerprint(f) in gone for f in {fact for fact, _, _ in sightings}):
+            if any(mark in gone for fact in {fact for fact, _, _ in sightings} for mark in fact_fingerprints(fact)):
                 continue
             text = Counter(fact for fact, _, _ in sightings).most_common(1)[0][0]
             words = frozenset(analyzer.terms(text))

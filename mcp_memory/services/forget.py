@@ -46,10 +46,30 @@ LISTED_IDS = 1_000
 """The result lists at most this many ids of a kind (its counts say how many there are)."""
 
 
+# fmt: off
+_FILLER = frozenset({
+    "a", "an", "the", "this", "that", "these", "those", "my", "our", "your", "his", "her", "its", "their",
+    "we", "i", "you", "he", "she", "it", "they", "is", "are", "was", "were", "be", "been", "am", "has",
+    "have", "had", "of", "to", "in", "on", "at", "by", "for", "with", "from", "and", "or", "as", "now",
+    "still", "also",
+})
+# fmt: on
+"""Words a fact's fingerprint leaves out, so "Our queue uses X" and "The queue uses X" are one fact.
+Frozen here, not the search's stop words: a fingerprint stored today must match the same fact
+in any later release (the text it came from is gone)."""
+
+
 def fact_fingerprint(text: str) -> str:
-    """What a forgotten fact leaves behind: a hash of its words (case-folded, in any order), not its text."""
+    """What a forgotten fact leaves behind: a hash of its words (case-folded, in any order, without
+    `_FILLER`), not its text."""
+    words = set(re.findall(r"\w+", unicodedata.normalize("NFKC", text).casefold()))
+    return hashlib.sha256(" ".join(sorted(words - _FILLER)).encode()).hexdigest()
+
+
+def fact_fingerprints(text: str) -> tuple[str, str]:
+    """A fact's fingerprint, and the one releases before `_FILLER` stored (every word kept)."""
     words = sorted(set(re.findall(r"\w+", unicodedata.normalize("NFKC", text).casefold())))
-    return hashlib.sha256(" ".join(words).encode()).hexdigest()
+    return fact_fingerprint(text), hashlib.sha256(" ".join(words).encode()).hexdigest()
 
 
 @dataclass
