@@ -14,21 +14,12 @@ from mcp_memory.config import Settings
 from mcp_memory.privacy import PrivacyFilter
 from mcp_memory.server import build_server
 from tests.conftest import call, call_error
+from tests.test_privacy_flow import _raw_bytes
 
 F = PrivacyFilter()
 TOKEN = "ghp_" + "A1b2C3d4E5f6G7h8I9j0" + "K1l2M3n4O5p6Q7r8"
 AT_PASSWORD = "p@ssW0rd9" + "@x"  # two `@`: only the last one before the host ends it
 SLASH_PASSWORD = "Xk9/vT2" + "qL7"
-
-
-def _raw_bytes(settings: Settings) -> bytes:
-    """Everything SQLite has written for the store: the database and its journal files."""
-    data = b""
-    for suffix in ("", "-wal", "-shm"):
-        path = Path(f"{settings.db}{suffix}")
-        if path.exists():
-            data += path.read_bytes()
-    return data
 
 
 @pytest.mark.parametrize(
