@@ -27,7 +27,8 @@ _TAG = re.compile(r"<\s{0,5}(/?)\s{0,5}private(?:\s[^<>]{0,200})?>", re.IGNORECA
 # `loose` keywords also name other things: `pass` ends `DB_PASS` but also `first_pass`, a count, and
 # "API key: …" heads prose too, so their unquoted values must look less like words or counts.
 _KEYWORDS = (
-    r"(?:passw(?:or)?d|passphrase|pwd|secret|(?:api|access|secret|private)[_-]?key|secret[_-]?key[_-]?base|apikey"
+    r"(?:passw(?:or)?d|passphrase|pwd|secret|(?:api|access|secret|private|account)[_-]?key|secret[_-]?key[_-]?base|apikey"
+    r"|shared[_-]?access[_-]?key"
     r"|token|(?P<loose>(?<=[A-Za-z0-9][_-]|--)pass|(?:api|access|secret) key))"
 )
 _KEYWORD_NEEDLES = ("pass", "pwd", "secret", "key", "token")
@@ -100,6 +101,11 @@ def _bearer(m: re.Match[str]) -> _Span:
     if _AUTH_HEADER.search(m.string, max(0, m.start() - 40), m.start()):
         return m.span("s")
     return m.span("s") if len(token) >= 16 and _random_looking(token) else None
+
+
+def _scheme_token(m: re.Match[str]) -> _Span:
+    """A token after an `Authorization:` scheme other than Bearer: random-looking, not a word ("Token required")."""
+    return m.span("s") if _random_looking(m.group("s")) else None
 
 
 def _prose_word(value: str, *, words: bool = True) -> bool:
@@ -236,6 +242,7 @@ _SPECIFIC = (
     _rule("anthropic_key", _token("sk-ant-", 7, _B64 + "{16,300}", _DISTINCT), needles=("sk-ant-",)),
     _rule("openai_key", _token("sk-", 3, f"(?:proj-|svcacct-|admin-)?{_B64}{{20,300}}"), _with_digit, ("sk-",)),
     _rule("stripe_key", _token("[sr]k_", 3, "(?:live|test)_[A-Za-z0-9]{20,250}", _DISTINCT), needles=("sk_", "rk_")),
+    _rule("stripe_key", _token("whsec_", 6, "[A-Za-z0-9+/]{24,250}", _DISTINCT), needles=("whsec_",)),
     _rule(
         "github_token", _token("gh[pousr]_", 4, "[A-Za-z0-9]{36,255}", _DISTINCT), needles=_prefixes("gh", "pousr", "_")
     ),
@@ -295,6 +302,10 @@ _GENERIC = (
     ),
     _rule("basic_auth", _AUTH + r"basic[ \t]{1,5}(?P<s>[A-Za-z0-9+/]{1,4096}={0,2})", _group, ("author",)),
     _rule("bearer_token", r"(?i)(?=b)\bbearer[ \t]{1,5}(?P<s>[A-Za-z0-9._~+/-]{1,4096}=*)", _bearer, ("bearer",)),
+    # Other schemes that carry a bare token in the header (Django REST's `Token`, Discord's `Bot`).
+    _rule(
+        "bearer_token", _AUTH + r"(?:token|bot)[ \t]{1,5}(?P<s>[A-Za-z0-9._~+/-]{8,4096}=*)", _scheme_token, ("author",)
+    ),
     _rule(
         "password_assignment",
         r"(?i)(?=[psta])" + _KEYWORDS + r"[\"']?"

@@ -128,6 +128,33 @@ GOOGLE_OAUTH_LONG = "ya29" + "." + "a0AfB_byC" + "Xk9-Lm2Qp7Rt" * 12
         ("access token: " + GOOGLE_OAUTH, "access token: [REDACTED:google_oauth_token]", "google_oauth_token"),
         # …and neither is any other dotted value with a random-looking part.
         ("token: " + "Ab3x.Zq9kLm2PwQ", "token: [REDACTED:password_assignment]", "password_assignment"),
+        # An Azure connection string's key, and a Service Bus one's.
+        (
+            "AccountName=acct;AccountKey=" + "Zm9vYmFyYmF6cXV4MTIz" + "NDU2Nzg5MA==;EndpointSuffix=core.windows.net",
+            "AccountName=acct;AccountKey=[REDACTED:password_assignment];EndpointSuffix=core.windows.net",
+            "password_assignment",
+        ),
+        (
+            "Endpoint=sb://ns.servicebus.windows.net/;SharedAccessKey=" + "q9Xw2LmPz" + "7Kd4Rt8Vb=",
+            "Endpoint=sb://ns.servicebus.windows.net/;SharedAccessKey=[REDACTED:password_assignment]",
+            "password_assignment",
+        ),
+        # A token under another scheme than Bearer, and a Stripe webhook signing secret.
+        (
+            "Authorization: Token " + "9f8e7d6c5b4a" + "392817069f8e",
+            "Authorization: Token [REDACTED:bearer_token]",
+            "bearer_token",
+        ),
+        (
+            "authorization: Bot " + "MTk4NjIyNDgzNDcxOTI1MjQ4" + ".Cl2FMQ.ZnCjm1XVW7vRze4b7Cq4se7kKWs",
+            "authorization: Bot [REDACTED:bearer_token]",
+            "bearer_token",
+        ),
+        (
+            "STRIPE_WEBHOOK_SECRET " + "whsec" + "_MfKQ9r8GKYqrTwjUPD8ILPZIo2La",
+            "STRIPE_WEBHOOK_SECRET [REDACTED:stripe_key]",
+            "stripe_key",
+        ),
     ],
 )
 def test_secret_once_missed_is_redacted_under_its_kind(text: str, expected: str, kind: str) -> None:
@@ -229,6 +256,10 @@ def test_provider_token_is_redacted_whole_in_any_context(kind: str, secret: str)
         "ya29.short",
         "sqlite://:memory:",
         "tcp://:8080",
+        "the account key rotation runbook",
+        "accountKey: see vault",
+        "Authorization: Token required",
+        "whsec_ prefix marks a webhook secret",
         "[REDACTED:url_password] [REDACTED:basic_auth] stay as they are",
     ],
 )
