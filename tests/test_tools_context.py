@@ -162,6 +162,17 @@ async def test_related_walks_one_and_two_hops(client: Client) -> None:
     assert kinds[ids["l1"]] == ("lesson", "Close database sessions.")
 
 
+async def test_a_paths_weight_is_shown_to_four_places(client: Client) -> None:
+    texts = ("The cache lives in Redis.", "Deploys run on Fridays.", "Tests use SQLite files.")
+    x, y, z = [(await call(client, "memory_save", content=text))["id"] for text in texts]
+    await call(client, "memory_relate", source_id=x, target_id=y, weight=0.6)
+    await call(client, "memory_relate", source_id=y, target_id=z, weight=0.3)
+
+    walked = await call(client, "memory_related", id=x, hops=2)
+
+    assert [(n["id"], n["weight"]) for n in walked["nodes"]] == [(y, 0.6), (z, 0.18)]  # not 0.18000000000000002
+
+
 async def test_related_filters_by_type_direction_and_limit(client: Client) -> None:
     ids = await build_graph(client)
 

@@ -138,10 +138,13 @@ class RelationService(Service):
             described = await names.describe([r for r in reached if r != start], scopes)
         nodes = sorted(
             (
-                RelatedNode(id=i, kind=kind, title=title, hops=reached[i][0], via=reached[i][1], weight=reached[i][2])
+                # a path's weight is a product: shown to 4 places (0.18, not 0.18000000000000002), ranked exact
+                RelatedNode(
+                    id=i, kind=kind, title=title, hops=reached[i][0], via=reached[i][1], weight=round(reached[i][2], 4)
+                )
                 for i, (kind, title) in described.items()
             ),
-            key=lambda n: (n.hops, -n.weight, n.id),
+            key=lambda n: (n.hops, -reached[n.id][2], n.id),
         )[:limit]
         kept = {n.id for n in nodes} | {start}
         shown = []
