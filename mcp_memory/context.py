@@ -150,6 +150,7 @@ async def open_app(
                 memories.join_apart,
                 forget.forget_again,
                 episodic.fold,
+                summaries.refresh,
             ),
             diagnosis=DiagnoseService(deps),
             lessons=lessons,

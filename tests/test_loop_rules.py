@@ -3,10 +3,14 @@ outcome joins its session, and memories flagged as contradicting are never merge
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from mcp import Client
 
+from mcp_memory.server import build_server
 from tests.conftest import FakeClock, call
 from tests.test_merge_chains import import_memories, text
+from tests.test_tools_operations import export_document, fresh_settings
 
 MISSING_YAML = "ModuleNotFoundError: No module named 'yaml' when running pytest"
 
@@ -83,6 +87,36 @@ async def test_crystallizing_one_session_again_takes_in_an_outcome_recorded_sinc
     assert after["changed"] is True
     assert after["summary"].splitlines()[-1] == "Outcome: Move storage to SQLite succeeded (score 1.00)"
     assert (again["changed"], again["summary"]) == (False, after["summary"])
+
+
+async def test_a_summary_is_written_again_when_an_import_adds_to_its_session(
+    client: Client, clock: FakeClock, tmp_path: Path
+) -> None:
+    decide = "Decided to shard the queue by tenant."
+    await call(client, "memory_observe", content=decide, type="decision", session_id="conv")
+    async with Client(build_server(fresh_settings(tmp_path, "other"), clock)) as other:
+        await call(other, "memory_import", document=await export_document(client))
+        clock.advance(minutes=1)  # the other machine goes on in the same conversation
+        await call(other, "memory_observe", content="Decided to drop the legacy cron runner.", type="decision",
+                   session_id="conv")  # fmt: skip
+        theirs = await export_document(other)
+    clock.advance(minutes=1)
+    await call(client, "memory_observe", content="Wrapping up.", session_id="conv", end_session=True)
+    clock.advance(minutes=1)
+    [before] = (await call(client, "memory_crystallize", session_id="conv"))["sessions"]
+    clock.advance(minutes=1)
+
+    await call(client, "memory_import", document=theirs)  # its turn was made before this summary
+    [after] = (await call(client, "memory_crystallize", session_id="conv"))["sessions"]
+    again = await call(client, "memory_import", document=theirs)
+
+    assert "legacy cron runner" not in before["summary"]
+    assert after["changed"] is False  # already written again by the import
+    assert after["summary"].startswith("3 observations,")
+    assert "- Decided to drop the legacy cron runner." in after["summary"]
+    assert again["inserted"] == {} or not any(again["inserted"].values())
+    [still] = (await call(client, "memory_crystallize", session_id="conv"))["sessions"]
+    assert still["summary"] == after["summary"]
 
 
 # -- near-duplicates that contradict each other -------------------------------------------------------

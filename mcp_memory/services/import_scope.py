@@ -293,6 +293,11 @@ class ImportTally:
     """Sessions whose row or observations the import wrote (their counts and positions are settled last)."""
     replaced: set[str] = field(default_factory=set)
     """Sessions whose row the document's replaced (or added): their digests are the document's."""
+    added: set[str] = field(default_factory=set)
+    """Sessions whose row the import added (new here)."""
+    grown: set[str] = field(default_factory=set)
+    """Sessions stored before the import that it added observations or outcomes to: their summaries
+    are rewritten, as those records were made before the summary and its currency cannot show them."""
     folded: dict[str, bool] = field(default_factory=dict)
     """The document's notes of folded observations: id -> whether the note is new here."""
     joined: list[str] = field(default_factory=list)

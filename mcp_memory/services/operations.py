@@ -14,7 +14,7 @@ from pydantic import BaseModel
 
 from mcp_memory.db import Tx
 from mcp_memory.errors import ConflictError, ImportFormatError, InvalidInputError
-from mcp_memory.models.records import FoldedObservation, Observation, Session
+from mcp_memory.models.records import FoldedObservation, Observation, Outcome, Session
 from mcp_memory.models.results import ExportResult, ImportResult
 from mcp_memory.repositories.archive import ArchiveRepository, RowConflict
 from mcp_memory.repositories.archive_tables import TABLES, TableSpec
@@ -57,6 +57,9 @@ Forgetter = Callable[[Sequence[str]], Awaitable[int]]
 Folder = Callable[[Tx, str, str, Sequence[Observation], Sequence[Observation], str], Awaitable[None]]
 """Folds a session's observations (tx, session id, project, rows, those needing a digest line, now)."""
 
+Resummariser = Callable[[Tx, Sequence[str]], Awaitable[list[str]]]
+"""Writes again the summaries of sessions (by id) that have one; returns those rewritten."""
+
 
 class OperationsService(Service):
     """Export and import."""
@@ -68,12 +71,14 @@ class OperationsService(Service):
         join_chains: ChainJoiner,
         forget_again: Forgetter,
         fold: Folder,
+        resummarise: Resummariser,
     ) -> None:
         super().__init__(deps)
         self._reindexers = reindexers
         self._join_chains = join_chains
         self._forget_again = forget_again
         self._fold = fold
+        self._resummarise = resummarise
 
     async def export(
         self, projects: Sequence[str] | None, path: str | None, overwrite: bool, progress: Progress = no_progress
@@ -246,6 +251,11 @@ class OperationsService(Service):
                     tally.sessions.add(record.id if isinstance(record, Session) else record.session_id)
                 if isinstance(record, Session):
                     tally.replaced.add(record.id)
+                    if outcome.inserted:
+                        tally.added.add(record.id)
+                grown = record.session_id if isinstance(record, Observation | Outcome) and outcome.inserted else None
+                if grown is not None and grown not in tally.added:
+                    tally.grown.add(grown)
                 tx.changed(spec.name, key, "import")
             tally.count(spec.name, outcome)
         reindex = self._reindexers.get(spec.name)
@@ -265,6 +275,7 @@ class OperationsService(Service):
         for card_id in await MistakeCardRepository(tx).count_links(cards, self.now_iso()):
             tx.changed("mistake_card", card_id, "update")
         await self._settle_sessions(tx, tally)
+        await self._resummarise(tx, sorted(tally.grown))
         if tally.restore:
             tally.restored = await ForgottenRepository(tx).unforget(tally.ids)
         else:

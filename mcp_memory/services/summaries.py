@@ -89,6 +89,17 @@ class SummaryService(Service):
         await self.end_idle(tx, project)
         return await SessionRepository(tx).needing_summary(project)
 
+    async def refresh(self, tx: Tx, session_ids: Sequence[str]) -> list[str]:
+        """Write again the summaries of those sessions that have one, since records joined them that
+        their activity time cannot show (an import's, recorded before the summary); returns their ids."""
+        rewritten = []
+        for session in await SessionRepository(tx).get_many(session_ids):
+            if session.summary is not None:
+                view = await self.summarise(tx, session, force=True)
+                if view is not None and view.changed:
+                    rewritten.append(session.id)
+        return rewritten
+
     async def end_idle(self, tx: Tx, project: str) -> list[str]:
         """End the sessions idle for `session_idle_minutes` (a session with no observation for that long
         has ended; its caller reopens it by name); returns their ids."""
