@@ -24,7 +24,7 @@ logger = logging.getLogger(__name__)
 Row = sqlite3.Row
 Params = Sequence[Any] | dict[str, Any]
 
-_BEGIN_RETRY_PAUSE_S = 0.05
+_BEGIN_RETRY_PAUSE_S = 0.01
 T = TypeVar("T")
 
 
@@ -157,9 +157,11 @@ def rollback_open(conn: sqlite3.Connection) -> None:
 async def begin_with_retry(send: Callable[[], Awaitable[T]], busy_timeout_s: float) -> T:
     """Run `send`, whose trip starts with BEGIN IMMEDIATE, retrying while that BEGIN reports busy.
 
-    BEGIN IMMEDIATE waits busy_timeout for the lock, but SQLite can also report busy at once
-    (e.g. while another connection recovers the WAL), so a busy BEGIN is retried; retrying is
-    safe (nothing ran yet) and stops once busy_timeout has passed in all.
+    The writer's SQLite waits only a slice of busy_timeout for the lock (db.WRITER_WAIT_MS): a wait
+    inside SQLite cannot be cancelled, and a server asked to stop would sit in it for the whole
+    timeout. So a busy BEGIN (or one SQLite reports busy at once, as while another connection
+    recovers the WAL) is retried here; retrying is safe (nothing ran yet) and stops once
+    busy_timeout has passed in all.
     """
     deadline = time.monotonic() + busy_timeout_s
     attempt = 0
@@ -169,10 +171,12 @@ async def begin_with_retry(send: Callable[[], Awaitable[T]], busy_timeout_s: flo
         except _BeginFailed as failed:
             attempt += 1
             text = str(failed.error)
-            pause = min(_BEGIN_RETRY_PAUSE_S * attempt, 0.5)
+            pause = min(_BEGIN_RETRY_PAUSE_S * attempt, 0.1)  # SQLite has just waited its slice
             if not ("locked" in text or "busy" in text) or time.monotonic() + pause >= deadline:
                 raise translate_error(failed.error) from failed.error
-            logger.info("database busy, retrying BEGIN IMMEDIATE (%d)", attempt)
+            logger.log(
+                logging.INFO if attempt == 1 else logging.DEBUG, "database busy, retrying BEGIN IMMEDIATE (%d)", attempt
+            )
             await anyio.sleep(pause)
 
 

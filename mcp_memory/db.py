@@ -42,6 +42,12 @@ __all__ = ["Conn", "Database", "Later", "Params", "Row", "Tx"]
 
 logger = logging.getLogger(__name__)
 
+WRITER_WAIT_MS = 250
+"""How long the writer's SQLite waits for another process's write lock before begin_with_retry
+tries again (until busy_timeout has passed in all): a wait inside SQLite cannot be cancelled, so
+a server stopping, or a call cancelled, waits at most this long for it rather than the whole
+busy_timeout."""
+
 _current_tx: contextvars.ContextVar[Tx | None] = contextvars.ContextVar("mcp_memory_tx", default=None)
 
 
@@ -120,6 +126,8 @@ class Database:
             db._reader_available = anyio.Semaphore(readers)
             # after the readers: an up-to-date file is recognised by a read, without the write lock
             await apply_migrations(db)
+            # From here every write begins through begin_with_retry, which owns the whole timeout.
+            await writer.execute(f"PRAGMA busy_timeout={min(busy_timeout_ms, WRITER_WAIT_MS)}")
             db._files = {f: i for f in (path, _wal(path)) if (i := _identity(f)) is not None}
         except BaseException as exc:
             with anyio.CancelScope(shield=True):

@@ -12,9 +12,11 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import math
 import os
 import signal
 import socket
+import time
 from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from types import FrameType
@@ -117,8 +119,12 @@ class _DrainingServer(uvicorn.Server):
         asyncio.get_running_loop().create_task(self._drain(sig, frame))
 
     async def _drain(self, sig: int, frame: FrameType | None) -> None:
+        began = time.monotonic()
         with anyio.move_on_after(GRACE_S):
             await self._tracker.idle()
+        # uvicorn's own graceful shutdown comes after: only what is left of the grace (a second at
+        # least, to write the last responses), so a stuck call holds the server GRACE_S, not twice that.
+        self.config.timeout_graceful_shutdown = max(1, math.ceil(GRACE_S - (time.monotonic() - began)))
         self._stop(sig, frame)
 
     def _stop(self, sig: int, frame: FrameType | None) -> None:

@@ -10,7 +10,7 @@ from typing import Any
 import anyio
 import pytest
 
-from mcp_memory.db import Database
+from mcp_memory.db import WRITER_WAIT_MS, Database
 from mcp_memory.errors import BusyError, ConflictError, StorageError
 from mcp_memory.migrate import apply_migrations
 from mcp_memory.migrations import MIGRATIONS
@@ -348,6 +348,40 @@ async def test_a_write_lock_held_elsewhere_past_the_timeout_is_a_busy_error(tmp_
             await tx.execute(*_insert_slot("free"))
         async with db.read() as conn:
             assert [r[0] for r in await conn.fetchall("SELECT name FROM slots")] == ["free"]
+    finally:
+        other.close()
+        await db.close()
+
+
+async def test_a_write_waits_out_another_process_in_slices_and_can_be_given_up_on(tmp_path: Path) -> None:
+    path = tmp_path / "m.db"
+    db = await Database.open(path, busy_timeout_ms=30_000)
+    other = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+    try:
+        assert [tuple(r) for r in await db._writer.execute_fetchall("PRAGMA busy_timeout")] == [(WRITER_WAIT_MS,)]
+        other.execute("BEGIN IMMEDIATE")
+
+        async def write(name: str) -> None:
+            async with db.transaction(name) as tx:
+                await tx.execute(*_insert_slot(name))
+                await tx.fetchall("SELECT 1")
+
+        # Given up on while another process holds the lock: the wait inside SQLite is one slice,
+        # not the 30 s timeout, so the call ends about when asked to and writes nothing.
+        with anyio.move_on_after(0.1) as scope:
+            await write("given_up")
+        started = anyio.current_time()
+        async with db.read() as conn:
+            assert await conn.fetchall("SELECT name FROM slots") == []
+        assert scope.cancelled_caught
+        # Held for several slices, then let go: the write retries until it gets the lock.
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(write, "waited")
+            await anyio.sleep(3 * WRITER_WAIT_MS / 1000)
+            await anyio.to_thread.run_sync(other.execute, "ROLLBACK")
+        assert anyio.current_time() - started < 10  # far under the timeout: retried, not timed out
+        async with db.read() as conn:
+            assert [r[0] for r in await conn.fetchall("SELECT name FROM slots")] == ["waited"]
     finally:
         other.close()
         await db.close()
