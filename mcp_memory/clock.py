@@ -49,6 +49,12 @@ def from_iso(text: str) -> datetime:
     return parsed.astimezone(UTC)
 
 
+def local_minute(stored: str, zone: tzinfo) -> str:
+    """A stored UTC time as a person in `zone` reads it, to the minute (`2026-01-04 22:00`): what the
+    context and summaries show, so the day they name is the day a search by date finds it on."""
+    return from_iso(stored).astimezone(zone).strftime("%Y-%m-%d %H:%M")
+
+
 def date_only(text: str) -> date | None:
     """The day an ISO-8601 date names with no time of day (`2026-01-05`, `20260105`,
     `2026-W02-1`), or None for anything else."""

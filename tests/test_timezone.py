@@ -62,6 +62,22 @@ async def test_recall_finds_a_record_on_its_day_in_the_databases_zone(settings: 
         assert (await call(client, "memory_diagnose"))["timezone"] == NEW_YORK
 
 
+async def test_the_context_and_a_summary_name_the_day_and_time_in_the_databases_zone(
+    settings: Settings, clock: FakeClock
+) -> None:
+    async with Client(build_server(settings.model_copy(update={"timezone": NEW_YORK}), clock)) as client:
+        await call(client, "memory_observe", content="Reviewed the deploy checklist.", occurred_at=LATE_EVENING,
+                   session_id="evening", end_session=True)  # fmt: skip
+        [summary] = (await call(client, "memory_crystallize", session_id="evening"))["sessions"]
+        context = (await call(client, "memory_context"))["text"]
+        found = await call(client, "memory_observations", since="2023-05-07", until="2023-05-07")
+
+    # 02:00 UTC on 8 May is 22:00 on 7 May in New York: the day a search by date finds it on
+    assert "2023-05-07 22:00 to 2023-05-07 22:00" in summary["summary"]
+    assert "\n- 2023-05-07 Reviewed the deploy checklist." in context
+    assert found["total"] == 1
+
+
 async def test_a_day_or_a_time_without_an_offset_is_read_in_the_databases_zone(
     settings: Settings, clock: FakeClock
 ) -> None:

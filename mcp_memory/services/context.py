@@ -23,6 +23,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TypeVar
 
+from mcp_memory.clock import local_minute
 from mcp_memory.ids import public_id
 from mcp_memory.models.learning import LessonView, ProfileResult
 from mcp_memory.models.organising import ContextResult, ContextSection, OmittedItem
@@ -359,7 +360,7 @@ class ContextService(Service):
             if not (kept or s.summary or s.folded_digest):
                 continue  # everything in it was forgotten: nothing to tell
             happened = spans[s.id][1] if s.id in spans else s.last_activity_at  # imported history: its own day
-            line = f"- {happened[:10]} {title} ({counted(kept, 'observation')})"
+            line = f"- {local_minute(happened, self.zone)[:10]} {title} ({counted(kept, 'observation')})"
             summary = _beyond_title(s, title)
             if summary:
                 line += f": {shorten(summary, 400)}"

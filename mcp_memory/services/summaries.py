@@ -16,6 +16,7 @@ import re
 from collections import Counter
 from collections.abc import Mapping, Sequence
 
+from mcp_memory.clock import local_minute
 from mcp_memory.db import Tx
 from mcp_memory.errors import InvalidInputError
 from mcp_memory.ids import public_id
@@ -180,7 +181,7 @@ class SummaryService(Service):
             (observations[-1].occurred_at or observations[-1].created_at) if observations else session.last_activity_at
         )
         kept = session.observation_count - session.folded_count
-        span = f"{first[:16].replace('T', ' ')} to {last[:16].replace('T', ' ')}"
+        span = f"{local_minute(first, self.zone)} to {local_minute(last, self.zone)}"
         decisions = [o for o in observations if o.type == "decision"]
         listed = [shorten(o.title, 200) for o in decisions[:_LISTED_DECISIONS]]
         # the title is shown beside the summary: a decision listed below says it, the header need not
