@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from mcp_memory.ids import PREFIXES, kind_of
+from mcp_memory.privacy import redacted
 
 
 class MCPMemoryError(Exception):
@@ -22,7 +23,8 @@ class NotFoundError(MCPMemoryError):
     """An id does not exist in the caller's project (or never existed: we do not say which)."""
 
     def __init__(self, kind: str, record_id: str, hint: str = "", field: str | None = None) -> None:
-        message = f"No {kind} {record_id!r} in this project"
+        # The id is the caller's, but the message is logged too: a secret pasted as an id stays out.
+        message = f"No {kind} {redacted(record_id)!r} in this project"
         named = _named_kind(kind, record_id)
         if named:
             message += f" (that is {named} id, not {_article(kind)} {kind.replace('_', ' ')}'s)"

@@ -13,7 +13,15 @@ from bisect import bisect_right
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
-__all__ = ["PrivacyFilter", "Redaction", "merge_counts", "name_problem", "says_something", "without_markers"]
+__all__ = [
+    "PrivacyFilter",
+    "Redaction",
+    "merge_counts",
+    "name_problem",
+    "redacted",
+    "says_something",
+    "without_markers",
+]
 
 _PRIVATE_MARKER = "[private]"
 
@@ -460,6 +468,12 @@ class PrivacyFilter:
 
 
 _BUILT_IN = PrivacyFilter()
+
+
+def redacted(text: str) -> str:
+    """`text` with the secrets the built-in rules find redacted: for quoting what a caller gave in an
+    error (which is logged, too) where no configured filter is at hand."""
+    return _BUILT_IN.clean(text).text
 
 
 def name_problem(name: str) -> str | None:

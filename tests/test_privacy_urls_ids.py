@@ -128,8 +128,10 @@ async def test_a_session_id_holding_a_secret_is_refused_and_nothing_is_stored(
     assert "session_id: looks like it contains a secret (github_token)" in message
     assert TOKEN not in message
 
-    # A memory can only name a stored session, and no such session could be stored.
-    await call_error(client, "memory_save", content="a fact", session_id=name)
+    # A memory can only name a stored session, and no such session could be stored: the error
+    # saying so (which is logged too) quotes the name with its secret redacted.
+    missing = await call_error(client, "memory_save", content="a fact", session_id=name)
+    assert "No session 'conv-[REDACTED:github_token]' in this project" in missing
     assert (await call(client, "memory_sessions"))["sessions"] == []
     assert TOKEN.encode() not in _raw_bytes(settings)
     assert TOKEN not in json.dumps(await call(client, "memory_export", all_projects=True))
