@@ -41,6 +41,7 @@ from mcp_memory.repositories.memories import MemoryRepository
 from mcp_memory.repositories.meta import MetaRepository
 from mcp_memory.repositories.observations import ObservationRepository
 from mcp_memory.repositories.relations import RelationRepository
+from mcp_memory.repositories.sessions import SessionRepository
 from mcp_memory.search.index import SearchFilter
 from mcp_memory.search.termsets import TermSets
 from mcp_memory.services.common import GLOBAL_PROJECT, Breather, Deps, Progress, Service, jaccard, no_progress
@@ -296,7 +297,7 @@ class ConsolidateService(Service):
             Change(kind="session", action="ended", id=session_id, detail=idle)
             for session_id in await self.summaries.end_idle(tx, project)
         ]
-        for session in await self.summaries.needing_summary(tx, project):
+        for session in await SessionRepository(tx).needing_summary(project):
             view = await self.summaries.summarise(tx, session)
             if view is not None and view.changed:
                 changes.append(

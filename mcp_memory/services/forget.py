@@ -62,14 +62,17 @@ in any later release (the text it came from is gone)."""
 def fact_fingerprint(text: str) -> str:
     """What a forgotten fact leaves behind: a hash of its words (case-folded, in any order, without
     `_FILLER`), not its text."""
-    words = set(re.findall(r"\w+", unicodedata.normalize("NFKC", text).casefold()))
-    return hashlib.sha256(" ".join(sorted(words - _FILLER)).encode()).hexdigest()
+    return fact_fingerprints(text)[0]
 
 
 def fact_fingerprints(text: str) -> tuple[str, str]:
     """A fact's fingerprint, and the one releases before `_FILLER` stored (every word kept)."""
-    words = sorted(set(re.findall(r"\w+", unicodedata.normalize("NFKC", text).casefold())))
-    return fact_fingerprint(text), hashlib.sha256(" ".join(words).encode()).hexdigest()
+    words = set(re.findall(r"\w+", unicodedata.normalize("NFKC", text).casefold()))
+    return _hashed(words - _FILLER), _hashed(words)
+
+
+def _hashed(words: set[str]) -> str:
+    return hashlib.sha256(" ".join(sorted(words)).encode()).hexdigest()
 
 
 @dataclass

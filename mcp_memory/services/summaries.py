@@ -72,7 +72,8 @@ class SummaryService(Service):
             if session_id is not None:
                 targets = [await repo.get(session_id, project)]
             else:
-                targets = await self.needing_summary(tx, project)
+                await self.end_idle(tx, project)
+                targets = await repo.needing_summary(project)
             views = [await self.summarise(tx, s, force=force, model_summary=model_summary) for s in targets]
             if session_id is not None and views[0] is None:
                 raise InvalidInputError(
@@ -84,11 +85,6 @@ class SummaryService(Service):
         # A backlog (an imported history, say) can hold thousands: listing every summary would
         # flood the caller's context, and each is stored anyway.
         return CrystallizeResult(project=project, sessions=done[-LISTED_SUMMARIES:], total=len(done))
-
-    async def needing_summary(self, tx: Tx, project: str) -> list[Session]:
-        """Ended sessions lacking a current summary, after ending those idle (`end_idle`)."""
-        await self.end_idle(tx, project)
-        return await SessionRepository(tx).needing_summary(project)
 
     async def refresh(self, tx: Tx, session_ids: Sequence[str]) -> list[str]:
         """Write again the summaries of those sessions that have one, since records joined them that
