@@ -15,15 +15,13 @@ from mcp_memory.server import build_server
 from mcp_memory.services import export_format, operations
 from tests.conftest import FakeClock, call, call_error
 from tests.test_export_target import names
+from tests.test_export_text import dumped_in_order
+from tests.test_tools_loop import ScriptedModel
 from tests.test_tools_operations import anyio_backend, export_document, exported, fresh_settings, populate
 
 __all__ = ["anyio_backend", "exported"]  # module-scoped fixtures shared with the in-memory import tests
 
 Progress = list[tuple[float, float | None, str | None]]
-
-
-def dumped(document: dict[str, Any]) -> str:
-    return json.dumps(document, ensure_ascii=False, indent=1, sort_keys=True)
 
 
 async def empty_after(client: Client) -> None:
@@ -50,7 +48,7 @@ async def test_a_file_export_is_the_inline_document_byte_for_byte(
 
     written = await call(client, "memory_export", path=str(target))
 
-    assert target.read_text(encoding="utf-8") == dumped(inline)
+    assert target.read_text(encoding="utf-8") == dumped_in_order(inline)
     assert written["counts"] == {name: len(rows) for name, rows in inline["tables"].items()}
     assert names(tmp_path, "backup") == ["backup.json"]  # no temporary left
 
@@ -80,7 +78,7 @@ async def test_a_file_export_reports_progress_and_a_cancelled_one_leaves_no_file
 
     assert not result.is_error
     assert [(p, t) for p, t, _ in seen] == [(float(i), 8.0) for i in range(1, 9)]  # 2 sessions, 3 obs, 3 memories
-    assert seen[-1][2] == "exported 8 of 8 rows (sessions)"  # tables are written in name order
+    assert seen[-1][2] == "exported 8 of 8 rows (memories)"  # tables are written in import order
     assert scope.cancelled_caught
     await anyio.sleep(0.05)  # the server finishes unwinding the cancelled call
     assert [p.name async for p in anyio.Path(folder).iterdir()] == []
@@ -117,7 +115,7 @@ async def test_a_file_import_reports_progress_in_bytes_read(
     monkeypatch.setattr(operations, "IMPORT_CHUNK", 2)
     monkeypatch.setattr(export_format, "READ_CHUNK", 512)
     source = tmp_path / "backup.json"
-    source.write_text(dumped(exported), encoding="utf-8")
+    source.write_text(dumped_in_order(exported), encoding="utf-8")
     size = source.stat().st_size
     seen: Progress = []
 
@@ -133,7 +131,7 @@ async def test_a_file_import_reports_progress_in_bytes_read(
     assert done == sorted(done)
     assert {t for _, t, _ in seen} == {size}
     assert done[-1] == size
-    assert str(seen[-1][2]).startswith("imported 8 rows (sessions)")
+    assert str(seen[-1][2]).startswith("imported 8 rows (memories)")
 
 
 async def test_a_truncated_file_rolls_back_the_rows_it_had_already_written(
@@ -141,7 +139,7 @@ async def test_a_truncated_file_rolls_back_the_rows_it_had_already_written(
 ) -> None:
     monkeypatch.setattr(operations, "IMPORT_CHUNK", 2)
     monkeypatch.setattr(export_format, "READ_CHUNK", 256)
-    text = dumped(exported)
+    text = dumped_in_order(exported)
     source = tmp_path / "cut.json"
     source.write_text(text[: int(len(text) * 0.9)], encoding="utf-8")
     chunks: Progress = []
@@ -187,7 +185,7 @@ async def test_a_byte_order_mark_is_read_past_and_bytes_that_are_not_utf8_are_na
     exported: dict[str, Any], tmp_path: Path
 ) -> None:
     with_bom = tmp_path / "bom.json"
-    with_bom.write_bytes(b"\xef\xbb\xbf" + dumped(exported).encode())
+    with_bom.write_bytes(b"\xef\xbb\xbf" + dumped_in_order(exported).encode())
     latin = tmp_path / "latin1.json"
     latin.write_bytes(b'{"format": "caf\xe9"}')
 
@@ -197,3 +195,56 @@ async def test_a_byte_order_mark_is_read_past_and_bytes_that_are_not_utf8_are_na
 
     assert imported["inserted"] == {"sessions": 2, "observations": 3, "memories": 3}
     assert "path: not UTF-8 text (byte 15)" in message
+
+
+@pytest.mark.parametrize("at", [510, 511, 512, 513])
+async def test_a_bad_byte_is_placed_exactly_across_read_boundaries(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, at: int
+) -> None:
+    """The decoder holds back the start of a character cut by a read; the offset still counts from the file's start."""
+    monkeypatch.setattr(export_format, "READ_CHUNK", 512)
+    source = tmp_path / "broken.json"
+    padding = b'{"format": "' + b"x" * (at - 12)
+    source.write_bytes(padding + b"\xc3(" + b'"}')  # a two-byte character whose second byte is wrong
+
+    async with Client(build_server(fresh_settings(tmp_path))) as fresh:
+        message = await call_error(fresh, "memory_import", path=str(source))
+
+    assert f"path: not UTF-8 text (byte {at})" in message
+
+
+@pytest.mark.parametrize("order", ["sorted", "reversed"])
+async def test_a_file_in_any_table_order_imports_as_the_inline_document_does(
+    clock: FakeClock, tmp_path: Path, order: str
+) -> None:
+    """Tables read before their turn wait: a session name another project holds, a slot matched by
+    name and a model-written summary come out of the file as out of the inline document."""
+    model = ScriptedModel("The team picked msgpack after a 3x benchmark.")
+    async with Client(build_server(fresh_settings(tmp_path, "a"), clock), sampling_callback=model, mode="legacy") as a:
+        await call(a, "memory_observe", content="Chose msgpack for the wire format.", session_id="conv-1")
+        clock.advance(minutes=1)
+        await call(a, "memory_crystallize", session_id="conv-1")
+        note = await call(a, "memory_save", content="The release checklist lives in the notes slot.")
+        slot = await call(a, "memory_slot_create", name="notes", content="from machine A")
+        await call(a, "memory_relate", source_id=note["id"], target_id=slot["slot"]["id"], type="related")
+        document = await export_document(a)
+    tables = sorted(document["tables"]) if order == "sorted" else list(reversed(document["tables"]))
+    source = tmp_path / "backup.json"
+    source.write_text(json.dumps({**document, "tables": {t: document["tables"][t] for t in tables}}), encoding="utf-8")
+    clock.advance(minutes=1)
+    results, copies = {}, {}
+    for via in ("file", "inline"):
+        async with Client(build_server(fresh_settings(tmp_path, f"b-{via}"), clock)) as b:
+            await call(b, "memory_observe", content="Another project's talk.", session_id="conv-1", project="ay")
+            own = await call(b, "memory_slot_create", name="notes", content="machine B's own notes")
+            arguments = {"path": str(source)} if via == "file" else {"document": document}
+            results[via] = await call(b, "memory_import", **arguments)
+            # The two databases gave their own slots different ids; the rows naming them must follow.
+            copies[via] = json.loads(json.dumps(await export_document(b)).replace(own["slot"]["id"], "slot_own"))
+
+    assert results["file"] == results["inline"]
+    assert results["file"]["matched_by_name"] == {"slots": 1}
+    assert copies["file"] == copies["inline"]
+    [session] = copies["file"]["tables"]["sessions"]
+    assert session["id"].startswith("conv-1#")  # ay holds the plain name
+    assert (session["summary_source"], session["summary"]) == ("sampling", model.text)

@@ -9,7 +9,14 @@ from typing import Any
 import pytest
 
 from mcp_memory.errors import ImportFormatError
-from mcp_memory.services.export_text import DocumentReader, DocumentSyntaxError, DocumentWriter, Header, Row
+from mcp_memory.services.export_text import (
+    DocumentReader,
+    DocumentSyntaxError,
+    DocumentWriter,
+    Header,
+    Row,
+    TableStart,
+)
 
 TABLES = {"actions", "memories", "observations", "sessions"}
 
@@ -32,11 +39,18 @@ def sample_document() -> dict[str, Any]:
     }
 
 
-def write_whole(document: dict[str, Any], page: int) -> str:
-    """The document through DocumentWriter, `page` rows per call."""
+def dumped_in_order(document: dict[str, Any]) -> str:
+    """The document as json.dumps writes it with sorted keys, except that its tables keep their order."""
+    inside_sorted = json.loads(json.dumps(document, sort_keys=True))
+    inside_sorted["tables"] = {name: inside_sorted["tables"][name] for name in document["tables"]}
+    return json.dumps(inside_sorted, ensure_ascii=False, indent=1)
+
+
+def write_whole(document: dict[str, Any], page: int, in_order: bool = False) -> str:
+    """The document through DocumentWriter, `page` rows per call, tables sorted or `in_order`."""
     writer = DocumentWriter()
     pieces = [writer.start({k: v for k, v in document.items() if k != "tables"})]
-    for name in sorted(document["tables"]):
+    for name in document["tables"] if in_order else sorted(document["tables"]):
         pieces.append(writer.table(name))
         rows = document["tables"][name]
         for start in range(0, len(rows), page):
@@ -45,10 +59,10 @@ def write_whole(document: dict[str, Any], page: int) -> str:
     return "".join(pieces)
 
 
-def read_whole(text: str, cuts: list[int]) -> list[Header | Row]:
+def read_whole(text: str, cuts: list[int]) -> list[Header | TableStart | Row]:
     """Everything DocumentReader hands back when `text` arrives cut at `cuts`."""
     reader = DocumentReader(TABLES)
-    items: list[Header | Row] = []
+    items: list[Header | TableStart | Row] = []
     start = 0
     for cut in [*cuts, len(text)]:
         items += reader.feed(text[start:cut])
@@ -56,12 +70,14 @@ def read_whole(text: str, cuts: list[int]) -> list[Header | Row]:
     return items + reader.close()
 
 
-def as_document(items: list[Header | Row], tables: set[str]) -> dict[str, Any]:
+def as_document(items: list[Header | TableStart | Row], tables: set[str]) -> dict[str, Any]:
     """The document the items describe (`tables` named so that empty ones are there too)."""
     document: dict[str, Any] = {"tables": {name: [] for name in tables}}
     for item in items:
         if isinstance(item, Header):
             document[item.key] = item.value
+        elif isinstance(item, TableStart):
+            assert item.table in tables
         else:
             rows = document["tables"].setdefault(item.table, [])
             assert item.index == len(rows)
@@ -108,7 +124,30 @@ def test_a_number_cut_at_the_end_of_a_piece_is_read_whole() -> None:
 def test_the_header_may_come_after_the_tables() -> None:
     items = read_whole('{"tables": {"memories": [{"id": 1}]}, "format": "x"}', [5])
 
-    assert items == [Row("memories", 0, {"id": 1}), Header("format", "x")]
+    assert items == [TableStart("memories"), Row("memories", 0, {"id": 1}), Header("format", "x")]
+
+
+def test_every_table_start_is_handed_back_in_the_files_order_empty_ones_too() -> None:
+    items = read_whole('{"tables": {"sessions": [], "actions": [1, 2], "memories": []}}', [14, 27, 40])
+
+    assert items == [
+        TableStart("sessions"),
+        TableStart("actions"),
+        Row("actions", 0, 1),
+        Row("actions", 1, 2),
+        TableStart("memories"),
+    ]
+
+
+@pytest.mark.parametrize("page", [1, 1000])
+def test_tables_written_in_any_order_come_out_in_that_order(page: int) -> None:
+    document = sample_document()
+    document["tables"] = dict(reversed(document["tables"].items()))
+
+    text = write_whole(document, page, in_order=True)
+
+    assert text == dumped_in_order(document)
+    assert list(json.loads(text)["tables"]) == list(document["tables"])
 
 
 @pytest.mark.parametrize(

@@ -3,10 +3,15 @@
 from __future__ import annotations
 
 import codecs
-from collections.abc import AsyncGenerator, Callable, Mapping, Sequence
+import os
+import pickle
+import tempfile
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Mapping, Sequence
 from datetime import tzinfo
-from typing import Any, Protocol
+from typing import Any, BinaryIO, Protocol
 
+import anyio
+import anyio.to_thread
 from pydantic import BaseModel, ValidationError
 
 from mcp_memory.errors import ImportFormatError, InvalidInputError
@@ -14,7 +19,7 @@ from mcp_memory.migrations import MIGRATIONS
 from mcp_memory.projects import check_project
 from mcp_memory.repositories.archive_tables import TABLES, TABLES_BY_NAME, TableSpec
 from mcp_memory.services.common import GLOBAL_PROJECT, Scrubber, moment
-from mcp_memory.services.export_text import DocumentReader, DocumentSyntaxError, Header
+from mcp_memory.services.export_text import DocumentReader, DocumentSyntaxError, Header, TableStart
 from mcp_memory.services.import_rows import REQUIRED_TEXT, ROW_MODELS, id_problem
 
 EXPORT_FORMAT = "mcp-memory-export"
@@ -139,48 +144,116 @@ async def read_batches(
 ) -> AsyncGenerator[tuple[TableSpec, list[BaseModel], int], None]:
     """Parsed rows of an export file, up to `batch` of one table at a time, with the bytes read so far.
 
-    Rows come in the file's order. A header value is checked as soon as it is read and the
-    header's presence at the end, so a file that turns out not to be an export fails the import.
+    Tables come in import order (TABLES), whatever their order in the file, as an inline document's
+    do: a file memory_export wrote streams straight through, while a table read before its turn
+    (in a document dumped with sorted keys, or by hand) waits, parsed, in a temporary file. A header
+    value is checked as soon as it is read and the header's presence at the end, so a file that
+    turns out not to be an export fails the import.
     """
     reader = DocumentReader(TABLES_BY_NAME)
     decoder = codecs.getincrementaldecoder("utf-8-sig")()  # a byte order mark is tolerated
     seen: dict[str, Any] = {}
+    held = _HeldRows()
+    done: set[str] = set()  # tables read whole in their turn
     spec: TableSpec | None = None
+    in_turn = True
     rows: list[BaseModel] = []
     read = 0
-    while True:
-        try:
-            data = await source.read(READ_CHUNK)
+    try:
+        while True:
+            try:
+                data = await source.read(READ_CHUNK)
+                text = decoder.decode(data, final=not data)
+                items = reader.feed(text) + (reader.close() if not data else [])
+            except OSError as exc:
+                raise InvalidInputError("path", f"cannot read the file: {exc.strerror or exc}") from None
+            except UnicodeDecodeError as exc:
+                # The failed bytes end with this read's, but may begin with some the decoder held back.
+                at = read + len(data) - len(exc.object) + exc.start
+                raise InvalidInputError("path", f"not UTF-8 text (byte {at})") from None
+            except DocumentSyntaxError as exc:
+                raise InvalidInputError("path", f"not a JSON export document: {exc}") from None
             read += len(data)
-            text = decoder.decode(data, final=not data)
-            items = reader.feed(text) + (reader.close() if not data else [])
-        except OSError as exc:
-            raise InvalidInputError("path", f"cannot read the file: {exc.strerror or exc}") from None
-        except UnicodeDecodeError as exc:
-            raise InvalidInputError("path", f"not UTF-8 text (byte {read - len(data) + exc.start})") from None
-        except DocumentSyntaxError as exc:
-            raise InvalidInputError("path", f"not a JSON export document: {exc}") from None
-        for item in items:
-            if isinstance(item, Header):
-                seen[item.key] = item.value
-                if item.key in ("format", "format_version", "schema_version"):  # checked now; a missing one at the end
-                    check_header({"format": EXPORT_FORMAT, "format_version": EXPORT_VERSION, **seen})
-                continue
-            table = TABLES_BY_NAME[item.table]
-            if rows and (table is not spec or len(rows) >= batch):
+            for item in items:
+                if isinstance(item, Header):
+                    seen[item.key] = item.value
+                    if item.key in ("format", "format_version", "schema_version"):  # now; a missing one at the end
+                        check_header({"format": EXPORT_FORMAT, "format_version": EXPORT_VERSION, **seen})
+                    continue
+                if isinstance(item, TableStart) or len(rows) >= batch:
+                    if rows and spec is not None:
+                        if in_turn:
+                            yield spec, rows, read
+                        else:
+                            await held.add(spec.name, rows)
+                    rows = []
+                if isinstance(item, TableStart):
+                    if spec is not None and in_turn:
+                        done.add(spec.name)
+                    spec = TABLES_BY_NAME[item.table]
+                    in_turn = all(earlier.name in done for earlier in TABLES[: TABLES.index(spec)])
+                    continue
                 assert spec is not None
+                rows.append(parse(spec, item.index, item.value))
+            if not data:
+                break
+        check_header(seen)
+        if not reader.saw_tables:
+            raise ImportFormatError("document.tables: must be an object of table name to rows")
+        if rows and spec is not None:
+            if in_turn:
                 yield spec, rows, read
-                rows = []
-            spec = table
-            rows.append(parse(table, item.index, item.value))
-        if not data:
-            break
-    check_header(seen)
-    if not reader.saw_tables:
-        raise ImportFormatError("document.tables: must be an object of table name to rows")
-    if rows:
-        assert spec is not None
-        yield spec, rows, read
+            else:
+                await held.add(spec.name, rows)
+        for table in TABLES:
+            async for rows in held.rows(table.name):
+                yield table, rows, read
+    finally:
+        await held.close()
+
+
+class _HeldRows:
+    """Parsed rows of tables read before their turn, kept in an anonymous temporary file till then.
+
+    Only this process reads the file (it has no name and is private to its owner), so its rows are
+    pickled: read back as they were parsed, already checked and scrubbed.
+    """
+
+    def __init__(self) -> None:
+        self._file: BinaryIO | None = None
+        self._pieces: dict[str, list[tuple[int, int]]] = {}  # table -> (offset, length) of its pickled batches
+
+    async def add(self, table: str, rows: list[BaseModel]) -> None:
+        data = pickle.dumps(rows, protocol=pickle.HIGHEST_PROTOCOL)
+        if self._file is None:
+            self._file = await anyio.to_thread.run_sync(tempfile.TemporaryFile)
+        file = self._file
+
+        def append() -> int:
+            offset = file.seek(0, os.SEEK_END)
+            file.write(data)
+            return offset
+
+        offset = await anyio.to_thread.run_sync(append)
+        self._pieces.setdefault(table, []).append((offset, len(data)))
+
+    async def rows(self, table: str) -> AsyncIterator[list[BaseModel]]:
+        file = self._file
+        for offset, length in self._pieces.pop(table, []):
+            assert file is not None
+
+            def load(offset: int = offset, length: int = length) -> list[BaseModel]:
+                file.seek(offset)
+                rows: list[BaseModel] = pickle.loads(file.read(length))
+                return rows
+
+            yield await anyio.to_thread.run_sync(load)
+
+    async def close(self) -> None:
+        if self._file is not None:
+            with anyio.CancelScope(shield=True):
+                await anyio.to_thread.run_sync(self._file.close)
+            self._file = None
 
 
 def _parse_row(

@@ -1,10 +1,11 @@
 """The export document as a file, written and read a row at a time.
 
 A million-record export is gigabytes of JSON; holding it whole (as text, then as Python objects,
-then as records) takes many times that in memory. The writer here produces exactly the text
-`json.dumps(document, ensure_ascii=False, indent=1, sort_keys=True)` would, table page by table
-page; the reader is a push parser that takes text as it is read and hands back the header values
-and each table row as soon as it is complete.
+then as records) takes many times that in memory. The writer here produces, table page by table
+page, exactly the text `json.dumps(document, ensure_ascii=False, indent=1, sort_keys=True)` would,
+except that the tables come in the order they are written; the reader is a push parser that takes
+text as it is read and hands back the header values, the start of each table and each table row
+as soon as it is complete.
 """
 
 from __future__ import annotations
@@ -35,8 +36,9 @@ def _dumps(value: Any, level: int) -> str:
 class DocumentWriter:
     """Text of an export document, produced piece by piece in the order it is written.
 
-    Call `start`, then for each table in name order `table` followed by any number of `rows`,
-    then `end`; concatenated, the pieces equal the document dumped whole.
+    Call `start`, then for each table `table` followed by any number of `rows`, then `end`;
+    concatenated, the pieces equal the document dumped whole with sorted keys (tables written in
+    name order), or with its tables in the order written.
     """
 
     def __init__(self) -> None:
@@ -82,6 +84,13 @@ class Header:
 
     key: str
     value: Any
+
+
+@dataclass(frozen=True, slots=True)
+class TableStart:
+    """The start of one table's rows (so an empty table is seen too)."""
+
+    table: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -134,9 +143,9 @@ class _NeedMore(Exception):
 class DocumentReader:
     """Push parser for an export document: `feed` text as it arrives, then `close`.
 
-    Each call returns the header values and rows completed by that text. Only the document's
-    outer structure is parsed here (an object whose `tables` holds lists of rows); each row and
-    header value is decoded whole by the json module. Structure errors name the place the way
+    Each call returns the header values, table starts and rows completed by that text. Only the
+    document's outer structure is parsed here (an object whose `tables` holds lists of rows); each
+    row and header value is decoded whole by the json module. Structure errors name the place the way
     the in-memory import does (`document.tables.x: …`); malformed JSON raises DocumentSyntaxError.
     """
 
@@ -160,13 +169,13 @@ class DocumentReader:
         """Whether the document had a `tables` member (so far)."""
         return "tables" in self._top_keys
 
-    def feed(self, text: str) -> list[Header | Row]:
+    def feed(self, text: str) -> list[Header | TableStart | Row]:
         """Take more text; return what it completed."""
         self._forget_consumed()
         self._buf += text
         return list(self._parse())
 
-    def close(self) -> list[Header | Row]:
+    def close(self) -> list[Header | TableStart | Row]:
         """No more text: return what is left, or raise if the document is incomplete."""
         self._closed = True
         items = list(self._parse())
@@ -185,7 +194,7 @@ class DocumentReader:
         self._buf = self._buf[self._pos :]
         self._pos = 0
 
-    def _parse(self) -> Iterator[Header | Row]:
+    def _parse(self) -> Iterator[Header | TableStart | Row]:
         try:
             while True:
                 item = self._step()
@@ -194,7 +203,7 @@ class DocumentReader:
         except _NeedMore:
             return
 
-    def _step(self) -> Header | Row | None:
+    def _step(self) -> Header | TableStart | Row | None:
         """Advance over one token; a completed header value or row comes back."""
         at = self._at
         char = self._next_char()
@@ -248,6 +257,7 @@ class DocumentReader:
             self._pos += 1
             self._index = 0
             self._at = _At.ROW_FIRST
+            return TableStart(self._table)
         elif at in (_At.ROW_FIRST, _At.ROW):
             if char == "]" and at is _At.ROW_FIRST:
                 self._pos += 1
