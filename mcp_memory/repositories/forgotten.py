@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
-from mcp_memory.repositories.base import Repository, chunked, placeholders
+from mcp_memory.repositories.base import ID_CHUNK, Repository, chunked, placeholders
 from mcp_memory.repositories.relations import table_of
 
 _LATER_WINS = (
@@ -14,33 +14,42 @@ _LATER_WINS = (
 )
 """A record forgotten again keeps the later note."""
 
+_KEEP = "ON CONFLICT (id) DO NOTHING"
+"""A record an import brought back and that is deleted again keeps the note it has."""
+
 
 class ForgottenRepository(Repository):
     """Forgotten records by id, with the project they were in and when they were (last) forgotten."""
 
-    async def remember(self, kind: str, ids: Sequence[str], at: str) -> None:
+    async def remember(self, kind: str, ids: Sequence[str], at: str, *, again: bool = False) -> None:
         """Note records of one kind as forgotten, read from their table for their project, before they
         are deleted; a record forgotten again (a session named again after its forget) moves the
-        note to the later time, as an import of the other note would."""
+        note to the later time, as an import of the other note would. With `again` (the rows an
+        import brought back, deleted once more) a note keeps its time, so repeating the import
+        changes nothing."""
+        conflict = _KEEP if again else _LATER_WINS
         for chunk in chunked(ids):
             await self.conn.execute(
                 f"INSERT INTO forgotten (id, project, kind, forgotten_at) SELECT id, project, ?, ? "
-                f"FROM {table_of(chunk[0])} WHERE id IN ({placeholders(len(chunk))}) {_LATER_WINS}",
+                f"FROM {table_of(chunk[0])} WHERE id IN ({placeholders(len(chunk))}) {conflict}",
                 (kind, at, *chunk),
             )
 
-    async def note(self, kind: str, project: str, ids: Sequence[str], at: str) -> None:
+    async def note(self, kind: str, project: str, ids: Sequence[str], at: str, *, again: bool = False) -> None:
         """Note records of one kind and project as forgotten when no row of theirs is left to read
-        (folded observations, whose digest lines were cut)."""
+        (folded observations, whose digest lines were cut); `again` as for `remember`."""
+        conflict = _KEEP if again else _LATER_WINS
         await self.conn.executemany(
-            f"INSERT INTO forgotten (id, project, kind, forgotten_at) VALUES (?, ?, ?, ?) {_LATER_WINS}",
+            f"INSERT INTO forgotten (id, project, kind, forgotten_at) VALUES (?, ?, ?, ?) {conflict}",
             [(record_id, project, kind, at) for record_id in ids],
         )
 
-    async def still_stored(self, ids: Sequence[str]) -> dict[str, str]:
+    async def still_stored(self, ids: Sequence[str], noted_as: Mapping[str, str] | None = None) -> dict[str, str]:
         """id -> project of the stored records among `ids` that a note says were forgotten: in the
         project it names, and made no later than the forget. A record made after it under the same
-        id (a caller names its sessions) is another record, which the note does not cover."""
+        id (a caller names its sessions) is another record, which the note does not cover.
+        `noted_as` maps a stored id to the id a note may know it by (a session an import stored
+        under its scoped id, as another project had taken its name since it was forgotten)."""
         by_table: dict[str, list[str]] = defaultdict(list)
         for record_id in ids:
             by_table[table_of(record_id)].append(record_id)
@@ -52,8 +61,25 @@ class ForgottenRepository(Repository):
                 table_ids,
             )
             found.update((str(r[0]), str(r[1])) for r in rows)
+        for stored_id, noted_id in sorted((noted_as or {}).items()):
+            row = await self.conn.fetchone(
+                f"SELECT t.project FROM {table_of(stored_id)} t JOIN forgotten f ON f.id = ? "
+                "WHERE t.id = ? AND t.project = f.project AND t.created_at <= f.forgotten_at",
+                (noted_id, stored_id),
+            )
+            if row is not None:
+                found[stored_id] = str(row[0])
         return found
 
-    async def unforget(self, ids: Sequence[str]) -> int:
-        """Drop the notes of `ids` (records brought back on purpose); returns how many there were."""
-        return len(await self.fetch_in("DELETE FROM forgotten WHERE id IN ({ids}) RETURNING id", ids))
+    async def unforget(self, records: Sequence[tuple[str, str]]) -> int:
+        """Drop the notes of records, as (id, project), brought back on purpose; a note of the same
+        id in another project (a session name both used) stays. Returns how many notes went."""
+        gone = 0
+        for chunk in chunked(records, ID_CHUNK // 2):  # two values a record
+            rows = await self.conn.fetchall(
+                f"DELETE FROM forgotten WHERE (id, project) IN (VALUES {', '.join(['(?, ?)'] * len(chunk))}) "
+                "RETURNING id",
+                [value for pair in chunk for value in pair],
+            )
+            gone += len(rows)
+        return gone

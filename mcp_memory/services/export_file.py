@@ -27,6 +27,8 @@ _HEAD_BYTES = 65_536
 "format" leads; another tool's reformatting may move it, though seldom this far)."""
 STALE_AFTER_S = 3600.0
 """A temporary export file this old is a killed export's leftover (an export takes minutes at most)."""
+_NAME_MAX = 255  # bytes in a file name, on every common file system
+_RANDOM_CHARS = 8  # of tempfile's names
 _DATABASE_FILES = ("", "-wal", "-shm", "-journal", "-index")
 
 
@@ -79,12 +81,14 @@ async def refuse_foreign_file(field: str, target: anyio.Path) -> None:
 async def temporary_beside(target: anyio.Path) -> anyio.Path:
     """A new, empty temporary file in the target's folder, after removing leftovers of killed exports."""
 
+    stem = _shortened(target.name)
+
     def make() -> str:
-        for stale in Path(target.parent).glob(f".{_glob_escape(target.name)}.*{TEMPORARY_SUFFIX}"):
+        for stale in Path(target.parent).glob(f".{_glob_escape(stem)}.*{TEMPORARY_SUFFIX}"):
             with contextlib.suppress(OSError):
                 if time.time() - stale.stat().st_mtime > STALE_AFTER_S:
                     stale.unlink()
-        handle, name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=TEMPORARY_SUFFIX, dir=target.parent)
+        handle, name = tempfile.mkstemp(prefix=f".{stem}.", suffix=TEMPORARY_SUFFIX, dir=target.parent)
         os.close(handle)
         return name
 
@@ -109,6 +113,12 @@ async def publish(temporary: anyio.Path, target: anyio.Path, overwrite: bool) ->
         await temporary.replace(target)
         return
     await temporary.unlink()
+
+
+def _shortened(name: str) -> str:
+    """As much of a target's file name as leaves its temporary file's name within NAME_MAX bytes."""
+    room = _NAME_MAX - len(f"..{'x' * _RANDOM_CHARS}{TEMPORARY_SUFFIX}")
+    return os.fsencode(name)[:room].decode(errors="ignore") if len(os.fsencode(name)) > room else name
 
 
 def _glob_escape(name: str) -> str:

@@ -10,7 +10,7 @@ import hashlib
 import re
 import unicodedata
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from mcp_memory.db import Conn
@@ -132,12 +132,15 @@ class ForgetService(Service):
         dry_run: bool,
         restricted: str | None = None,
         derived: bool = True,
+        again: bool = False,
     ) -> ForgetResult:
         """Delete the named records, or every record matching the filters; a dry run only reports.
 
         Global lessons and slots can be named by id, except by a caller `restricted` to one project:
         to it they are read-only, so their ids are as unknown as another project's. With `derived`,
         what was learned from the records alone, or quotes them, goes too (forget_derived.py).
+        `again`: the records were forgotten before (an import brought them back); their notes keep
+        the time they have.
         """
         if kind is not None and kind not in FILTERABLE:
             raise InvalidInputError("kind", f"must be one of {', '.join(FILTERABLE)}")
@@ -178,13 +181,13 @@ class ForgetService(Service):
             noted = ForgottenRepository(tx)
             for kind_name, id_list in plan.as_dict().items():
                 if kind_name != FOLDED:
-                    await noted.remember(kind_name, id_list, self.now_iso())
+                    await noted.remember(kind_name, id_list, self.now_iso(), again=again)
             for session in plan.sessions:
                 await sessions.delete(session)  # cascades to the session's observations
             await observations.delete(plan.observations)
             await thin_sessions(tx, self.deps.indexer, project, thinned, plan.digest_lines, self.now_iso())
             # No copy may store a folded observation's row again once its line is cut.
-            await noted.note("observation", project, plan.folded, self.now_iso())
+            await noted.note("observation", project, plan.folded, self.now_iso(), again=again)
             await FoldedRepository(tx).delete(plan.folded)
             # Consolidation must not promote a forgotten memory's fact again from the observations that repeat it.
             said = [m.content for root in plan.memory_roots for m in await memories.chain(root, project)]
@@ -209,14 +212,15 @@ class ForgetService(Service):
                 tx.on_commit(self.deps.builder.drop_cache)
         return self._result(plan, dry_run=False)
 
-    async def forget_again(self, ids: Sequence[str]) -> int:
+    async def forget_again(self, ids: Sequence[str], noted_as: Mapping[str, str]) -> int:
         """Delete the stored records among `ids` that were forgotten (here, or on the copy an import
         came from), each in the project it was forgotten in (a note never deletes another project's
-        record, nor one made after the forget under the same id); returns how many records went."""
+        record, nor one made after the forget under the same id); returns how many records went.
+        `noted_as`: stored id -> the id a note may know the record by (a session stored scoped)."""
         gone = 0
         async with self.db.transaction(FORGET_ACTION) as tx:
             by_project: dict[str, list[str]] = defaultdict(list)
-            for record_id, project in (await ForgottenRepository(tx).still_stored(ids)).items():
+            for record_id, project in (await ForgottenRepository(tx).still_stored(ids, noted_as)).items():
                 by_project[project].append(record_id)
             for project, stored in sorted(by_project.items()):
                 # What the copy derived from them went there (and is noted too) or was kept on purpose,
@@ -230,6 +234,7 @@ class ForgetService(Service):
                     until=None,
                     dry_run=False,
                     derived=False,
+                    again=True,
                 )
                 gone += result.total
         return gone

@@ -21,7 +21,7 @@ from typing import Literal
 from pydantic import BaseModel
 
 from mcp_memory.errors import ImportFormatError
-from mcp_memory.ids import SCOPE_MARK, scoped_session_id
+from mcp_memory.ids import SCOPE_MARK, public_id, scoped_session_id
 from mcp_memory.models.records import Action, ActionDependency, Memory, Session
 from mcp_memory.repositories.archive import ArchiveRepository, ChainLink, UpsertResult
 from mcp_memory.repositories.archive_tables import TableSpec
@@ -66,6 +66,7 @@ class ImportScope:
         self._aliases: dict[str, str] = {}  # id of an imported record matched by name -> the stored record's id
         self.matched_ids: dict[str, set[str]] = {}  # table -> ids of the stored records rows were matched to
         self._left: dict[str, str] = {}  # id of an imported memory -> the chain (root id) it was stored in before
+        self.noted_as: dict[str, str] = {}  # scoped id a session is stored under -> the name it came with
 
     async def rename(self, repo: ArchiveRepository, spec: TableSpec, records: list[BaseModel]) -> list[BaseModel]:
         """The chunk with each session named like another project's stored under its scoped id; each
@@ -73,7 +74,8 @@ class ImportScope:
         relation made on two machines alike) taken as that record; and rows naming either pointed at
         the id it is stored under (a table comes after those its rows name, in an export)."""
         if spec.name == "sessions":
-            owners = await repo.owners("sessions", [r.id for r in records if isinstance(r, Session)])
+            ids = [r.id for r in records if isinstance(r, Session)]
+            owners = await repo.owners("sessions", ids + sorted({public_id(i) for i in ids if SCOPE_MARK in i}))
             return [self._scope(r, owners) if isinstance(r, Session) else r for r in records]
         if self._renamed:
             columns = [column for column, table in spec.refs if table in ("sessions", None)]
@@ -115,11 +117,20 @@ class ImportScope:
         return record.model_copy(update=update) if update else record
 
     def _scope(self, session: Session, owners: dict[str, str]) -> Session:
-        """A session row, under its scoped id when another project holds its name."""
-        if owners.get(session.id, session.project) == session.project or SCOPE_MARK in session.id:
+        """A session row, under its scoped id when another project holds its name; under its name
+        when it was scoped on the copy it comes from but here its own project holds the name (one
+        conversation, stored under its name on one machine and scoped on another, stays one)."""
+        if SCOPE_MARK in session.id:
+            name = public_id(session.id)
+            if owners.get(name) == session.project and session.id not in owners:
+                self._renamed[(session.project, session.id)] = name
+                return session.model_copy(update={"id": name})
+            return session
+        if owners.get(session.id, session.project) == session.project:
             return session
         scoped = scoped_session_id(session.id, session.project)
         self._renamed[(session.project, session.id)] = scoped
+        self.noted_as[scoped] = session.id  # a note of its forget here knows it by its name
         return session.model_copy(update={"id": scoped})
 
     def _point(self, record: BaseModel, columns: list[str]) -> BaseModel:
@@ -298,14 +309,16 @@ class ImportTally:
     grown: set[str] = field(default_factory=set)
     """Sessions stored before the import that it added observations or outcomes to: their summaries
     are rewritten, as those records were made before the summary and its currency cannot show them."""
+    kept_cards: set[str] = field(default_factory=set)
+    """Mistake cards whose stored row the document's did not replace (their counts may still change)."""
     folded: dict[str, bool] = field(default_factory=dict)
     """The document's notes of folded observations: id -> whether the note is new here."""
     joined: list[str] = field(default_factory=list)
     """Root ids of the memory chains that had grown apart, joined at the end."""
     restore: bool = False
     """Whether forgotten records the document holds come back (else what either copy forgot stays so)."""
-    ids: list[str] = field(default_factory=list)
-    """Ids of the records the import wrote, and of those its notes say were forgotten."""
+    records: list[tuple[str, str]] = field(default_factory=list)
+    """(id, project) of the records the import wrote, and of those its notes say were forgotten."""
     forgotten: int = 0
     restored: int = 0
     refolded: int = 0

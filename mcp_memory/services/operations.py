@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Awaitable, Callable, Iterator, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
 from contextlib import aclosing
 from pathlib import Path
 from typing import Any
@@ -51,8 +51,9 @@ Reindexer = Callable[[Tx, Sequence[Any]], Awaitable[None]]
 ChainJoiner = Callable[[Tx, Sequence[tuple[str, str]]], Awaitable[list[str]]]
 """Joins memory chains, as (project, root id), that grew apart; returns their root ids."""
 
-Forgetter = Callable[[Sequence[str]], Awaitable[int]]
-"""Deletes the stored records among some ids that were forgotten; returns how many went."""
+Forgetter = Callable[[Sequence[str], Mapping[str, str]], Awaitable[int]]
+"""Deletes the stored records among some ids that were forgotten (a stored id -> the id a note may
+know it by); returns how many went."""
 
 Folder = Callable[[Tx, str, str, Sequence[Observation], Sequence[Observation], str], Awaitable[None]]
 """Folds a session's observations (tx, session id, project, rows, those needing a digest line, now)."""
@@ -238,7 +239,8 @@ class OperationsService(Service):
         for record, outcome in zip(chunk, outcomes, strict=True):
             key = ":".join(str(getattr(record, k)) for k in spec.key)
             if spec.key == ("id",) and (outcome.inserted or outcome.updated or spec.names_any):
-                tally.ids.append(key)  # what the document notes as forgotten, or may have brought back
+                # what the document notes as forgotten, or may have brought back
+                tally.records.append((key, str(getattr(record, "project", ""))))
             if isinstance(record, FoldedObservation):
                 tally.folded[record.id] = outcome.inserted
                 if outcome.inserted:  # a note stored here already changes nothing to settle
@@ -258,6 +260,8 @@ class OperationsService(Service):
                     tally.grown.add(grown)
                 tx.changed(spec.name, key, "import")
             tally.count(spec.name, outcome)
+            if spec.name == "mistake_cards" and not (outcome.inserted or outcome.updated):
+                tally.kept_cards.add(key)
         reindex = self._reindexers.get(spec.name)
         if reindex is not None and touched:
             if spec.name != "sessions":  # indexed once settled, when their observations are stored too
@@ -274,12 +278,16 @@ class OperationsService(Service):
         cards = sorted(tally.scope.matched_ids.get("mistake_cards", ()))
         for card_id in await MistakeCardRepository(tx).count_links(cards, self.now_iso()):
             tx.changed("mistake_card", card_id, "update")
+            if card_id in tally.kept_cards:  # its row was the stored one; its count changed now
+                tally.kept_cards.discard(card_id)
+                tally.unchanged["mistake_cards"] -= 1
+                tally.updated["mistake_cards"] += 1
         await self._settle_sessions(tx, tally)
         await self._resummarise(tx, sorted(tally.grown))
         if tally.restore:
-            tally.restored = await ForgottenRepository(tx).unforget(tally.ids)
+            tally.restored = await ForgottenRepository(tx).unforget(tally.records)
         else:
-            tally.forgotten = await self._forget_again(tally.ids)
+            tally.forgotten = await self._forget_again([i for i, _ in tally.records], tally.scope.noted_as)
 
     async def _settle_sessions(self, tx: Tx, tally: ImportTally) -> None:
         """Make the sessions an import wrote to agree with the observations they now hold.
