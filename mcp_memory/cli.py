@@ -11,7 +11,7 @@ from typing import Any, get_args
 
 from mcp_memory import __version__
 from mcp_memory.auth import http_grants
-from mcp_memory.config import DEFAULT_DB_TEXT, Settings, url_host
+from mcp_memory.config import DEFAULT_DB_TEXT, SHOWN_DEFAULTS, Settings, url_host
 from mcp_memory.errors import MCPMemoryError
 
 logger = logging.getLogger("mcp_memory")
@@ -23,11 +23,7 @@ def _options(default: Any) -> argparse.ArgumentParser:
     group = options.add_argument_group("options (each also read from the environment variable shown)")
     for name, field in Settings.model_fields.items():
         flag, env = Settings.option_name(name), Settings.env_name(name)
-        try:
-            shown = field.get_default(call_default_factory=True)
-        except RuntimeError:  # the database's default needs a home directory; --help and --version do not
-            shown = DEFAULT_DB_TEXT
-        help_text = f"{field.description} [env {env}; default {shown}]"
+        help_text = f"{field.description} [env {env}; default {_shown_default(name)}]"
         kwargs: dict[str, Any] = {"dest": name, "default": default, "help": help_text}
         choices = get_args(field.annotation)
         if field.annotation is bool or set(choices) == {bool, type(None)}:
@@ -39,6 +35,17 @@ def _options(default: Any) -> argparse.ArgumentParser:
             kwargs["choices"] = choices
         group.add_argument(flag, **kwargs)
     return options
+
+
+def _shown_default(name: str) -> str:
+    """A setting's default as --help words it: one worked out at run time in words, never a bare None or []."""
+    if name in SHOWN_DEFAULTS:
+        return SHOWN_DEFAULTS[name]
+    try:
+        value = Settings.model_fields[name].get_default(call_default_factory=True)
+    except RuntimeError:  # the database's default needs a home directory; --help and --version do not
+        return DEFAULT_DB_TEXT
+    return "none" if value is None else str(value)
 
 
 def _parser() -> argparse.ArgumentParser:

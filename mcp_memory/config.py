@@ -57,6 +57,14 @@ def expand_variables(text: str, environ: Mapping[str, str]) -> str:
 
 
 DEFAULT_DB_TEXT = "memory.db in the per-user data directory"
+SHOWN_DEFAULTS = {
+    "allowed_hosts": "loopback names",
+    "allowed_origins": "the allowed hosts",
+    "embedding_model": "sentence-transformers/all-MiniLM-L6-v2 for sentence-transformers",
+    "timezone": "the database's",
+    "allow_file_paths": "stdio only",
+}
+"""Defaults worked out when the server runs, worded for `--help` as README's configuration table words them."""
 
 
 def default_db_path() -> Path:
@@ -152,7 +160,7 @@ class Settings(BaseModel):
     embedding_model: str | None = Field(
         None,
         max_length=1_000,
-        description="Model name or local folder (sentence-transformers; default all-MiniLM-L6-v2), or model (openai).",
+        description="Model name or local folder (sentence-transformers), or model name (openai, required there).",
     )
     embedding_url: str = Field(
         "http://127.0.0.1:11434/v1", description="Base URL of the OpenAI-compatible API (default: a local Ollama)."
@@ -169,7 +177,7 @@ class Settings(BaseModel):
     timezone: str | None = Field(
         None,
         description="IANA time zone in which searches read dates (a record's day, what 'yesterday' means);"
-        " 'localtime' is this machine's; default: the database's own, which a new database takes from this machine.",
+        " 'localtime' is this machine's; a new database takes this machine's zone.",
     )
     synchronous: Literal["normal", "full"] = Field(
         "full",
@@ -187,7 +195,8 @@ class Settings(BaseModel):
 
     allow_file_paths: bool | None = Field(
         None,
-        description="Let memory_export / memory_import use files on the server's disk (default: only over stdio).",
+        description="Let memory_export / memory_import use files on the server's disk (never by default for "
+        "remote callers).",
     )
     export_inline_max_rows: int = Field(
         20_000,
@@ -196,7 +205,9 @@ class Settings(BaseModel):
         "the caller's context (0: no limit); a file takes any size.",
     )
     # Learning: lessons, outcomes and what is derived from them.
-    lesson_confidence: float = Field(0.5, gt=0, le=1, description="Confidence of a newly saved lesson.")
+    lesson_confidence: float = Field(
+        0.5, gt=0, le=1, description="Confidence of a newly saved lesson; must be above --lesson-fade-at."
+    )
     lesson_decay_per_week: float = Field(
         0.05, ge=0, lt=1, description="Share of confidence a lesson loses per week without reinforcement."
     )
@@ -249,6 +260,18 @@ class Settings(BaseModel):
             raise ValueError(
                 "--embedding-model (MCP_MEMORY_EMBEDDING_MODEL) is required with --embeddings openai,"
                 " e.g. nomic-embed-text"
+            )
+        return self
+
+    @model_validator(mode="after")
+    def _lessons_born_visible(self) -> Settings:
+        # A lesson saved without a confidence starts at lesson_confidence: at or below the fade line,
+        # every such lesson would be faded (hidden from recall and context) the moment it is saved.
+        if self.lesson_confidence <= self.lesson_fade_at:
+            raise ValueError(
+                f"--lesson-confidence (MCP_MEMORY_LESSON_CONFIDENCE) must be above --lesson-fade-at"
+                f" (MCP_MEMORY_LESSON_FADE_AT), got {self.lesson_confidence} and {self.lesson_fade_at}:"
+                " a new lesson would be faded as soon as it is saved"
             )
         return self
 

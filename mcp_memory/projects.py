@@ -8,7 +8,7 @@ import unicodedata
 from mcp_memory.errors import InvalidInputError
 from mcp_memory.privacy import name_problem
 
-_PROJECT = re.compile(r"^[^\x00-\x1f\x7f-\x9f*/\\]{1,128}$")
+_PROJECT = re.compile(r"[^\x00-\x1f\x7f-\x9f*/\\]{1,128}")
 _UNSEEN = frozenset({"Cc", "Cf", "Cs", "Zl", "Zp"})
 """Unicode categories of characters a project name may not hold: controls, and those that show as
 nothing (zero-width spaces, direction marks, a byte order mark), so two names that look the same
@@ -23,7 +23,7 @@ def check_project(project: str) -> str:
     """
     name = unicodedata.normalize("NFC", project.strip())
     categories = {unicodedata.category(c) for c in name}
-    if not _PROJECT.match(name) or categories & _UNSEEN or all(c.startswith("M") for c in categories):
+    if not _PROJECT.fullmatch(name) or categories & _UNSEEN or all(c.startswith("M") for c in categories):
         raise InvalidInputError(
             "project",
             "must be 1-128 characters without control characters, invisible ones (zero-width, direction "

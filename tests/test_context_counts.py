@@ -271,6 +271,7 @@ async def test_the_active_lessons_counted_are_those_the_lesson_service_calls_act
         timezone="UTC",
         lesson_decay_per_week=decay,
         lesson_fade_at=fade_at,
+        lesson_confidence=1.0,  # above every fade line tried (a new lesson must be born visible)
     )
     rng = random.Random(f"{decay}/{fade_at}")
     keep = 1.0 - decay

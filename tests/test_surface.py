@@ -16,7 +16,7 @@ SURFACE: dict[str, tuple[list[str], list[str], tuple[bool | None, bool | None, b
         ["content", "type", "title", "facts", "concepts", "files", "session_id", "ref", "occurred_at",
          "importance", "end_session", "agent_id", "project"],
         ["content"],
-        (False, False, False),
+        (False, True, False),
     ),
     "memory_recall": (
         ["query", "limit", "session_id", "types", "since", "until", "include_memories", "neighbours", "project"],
@@ -34,7 +34,7 @@ SURFACE: dict[str, tuple[list[str], list[str], tuple[bool | None, bool | None, b
         ["content", "kind", "title", "concepts", "files", "importance", "supersedes", "ref", "occurred_at",
          "session_id", "agent_id", "project"],
         ["content"],
-        (False, False, False),
+        (False, False, True),
     ),
     "memory_get": (["id", "project"], ["id"], (True, None, None)),
     "memory_smart_search": (["query", "ids", "kinds", "limit", "project"], [], (True, None, None)),
@@ -44,7 +44,7 @@ SURFACE: dict[str, tuple[list[str], list[str], tuple[bool | None, bool | None, b
     "memory_lesson_save": (
         ["content", "context", "tags", "task_type", "confidence", "scope", "agent_id", "project"],
         ["content"],
-        (False, False, False),
+        (False, True, False),
     ),
     "memory_lesson_recall": (
         ["query", "task_type", "kinds", "include_global", "limit", "project"], [], (True, None, None)
@@ -56,7 +56,7 @@ SURFACE: dict[str, tuple[list[str], list[str], tuple[bool | None, bool | None, b
         ["task", "success", "score", "task_type", "strategy", "steps", "error", "feedback", "mistakes",
          "successes", "mistake_cards", "duration_s", "session_id", "agent_id", "project"],
         ["task"],
-        (False, False, False),
+        (False, True, False),
     ),
     "memory_insights": (["task_type", "limit", "project"], [], (True, None, None)),
     "memory_profile": (["project"], [], (True, None, None)),
@@ -90,13 +90,13 @@ SURFACE: dict[str, tuple[list[str], list[str], tuple[bool | None, bool | None, b
     "memory_relate": (
         ["source_id", "target_id", "type", "weight", "note", "project"],
         ["source_id", "target_id"],
-        (False, False, True),
+        (False, True, True),
     ),
     "memory_related": (["id", "hops", "types", "direction", "limit", "project"], ["id"], (True, None, None)),
     "memory_context": (["query", "task_type", "budget", "project"], [], (True, None, None)),
-    "memory_crystallize": (["session_id", "force", "project"], [], (False, False, True)),
+    "memory_crystallize": (["session_id", "force", "project"], [], (False, True, True)),
     "memory_consolidate": (["dry_run", "project"], [], (False, True, False)),
-    "memory_reflect": (["session_id", "since", "until", "project"], [], (False, False, False)),
+    "memory_reflect": (["session_id", "since", "until", "project"], [], (False, True, False)),
     "memory_diagnose": ([], [], (True, None, None)),
     "memory_export": (["all_projects", "path", "overwrite", "project"], [], (False, True, True)),
     "memory_import": (["document", "path", "restore_forgotten"], [], (False, True, True)),

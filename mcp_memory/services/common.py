@@ -53,7 +53,7 @@ class Breather:
 GLOBAL_PROJECT = "*"
 """The project name of the global scope (lessons and slots shared by every project)."""
 
-_SESSION_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:@-]{0,127}$")
+_SESSION_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:@-]{0,127}")  # fullmatch: "$" would admit a final newline
 _RECORD_PREFIXES = " ".join(f"{prefix}_" for kind, prefix in PREFIXES.items() if kind != "session")
 
 
@@ -148,7 +148,7 @@ def _readable(text: str) -> str:
 
 def check_session_id(session_id: str) -> str:
     """A caller-chosen session id, or an error naming the field."""
-    if not _SESSION_ID.match(session_id):
+    if not _SESSION_ID.fullmatch(session_id):
         raise InvalidInputError(
             "session_id",
             "must be 1-128 characters of letters, digits and . _ : @ - (ASCII only: no accented letters), "

@@ -25,7 +25,7 @@ from mcp_memory.services.lessons import LESSON_KINDS
 from mcp_memory.services.summaries import SUMMARY_CHARS
 
 _ID_CHARS = 128
-_SCOPE = re.compile(r"^[0-9a-z]{12}$")
+_SCOPE = re.compile(r"[0-9a-z]{12}")
 _LONGEST = 100_000  # the longest text any tool takes (an observation, a slot)
 
 
@@ -251,7 +251,7 @@ def id_problem(value: str, table: str | None, project: str | None) -> str | None
         check_session_id(name)
     except InvalidInputError as exc:
         return exc.rule if table else "must be a record id (mem_…, obs_…, …) or a session id"
-    if mark and not _SCOPE.match(scope):
+    if mark and not _SCOPE.fullmatch(scope):
         return f"must be a session id ({SCOPE_MARK!r} may only be followed by its project's 12-character mark)"
     if mark and project is not None and value != scoped_session_id(name, project):
         # Another project's mark would take the very id that project's session of this name is stored under.

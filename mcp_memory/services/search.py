@@ -196,10 +196,16 @@ class SearchService(Service):
         if narrowed and await self._search(conn, project, query, SearchFilter(kinds=flt.kinds), 1):
             return "Nothing matched within session_id, types, since or until; without them some records match."
         if kinds := await self._other_kinds(conn, project, query, flt.kinds or SEARCHABLE_KINDS):
-            # the way to them that costs the agent least: memories are one flag away from recall
+            # the way to them that costs the agent least: memories are one flag away from recall;
+            # the core tool profile hides memory_lesson_recall, so only tools it exposes are named
+            lessons = (
+                "ask memory_lesson_recall (or memory_smart_search)"
+                if self.settings.tools == "all"
+                else "ask memory_smart_search, which searches lessons too"
+            )
             ask = {
                 frozenset({"memory"}): "set include_memories to search them too, or ask memory_smart_search",
-                frozenset({"lesson"}): "ask memory_lesson_recall (or memory_smart_search)",
+                frozenset({"lesson"}): lessons,
             }.get(kinds, "ask memory_smart_search, which searches every kind")
             return f"Nothing of the kinds recall searches matched, but {_named_kinds(kinds)} do: {ask}."
         return self._unknown_hint(project, query, flt.kinds)

@@ -53,14 +53,23 @@ def tools_for(profile: str) -> list[Tool]:
     return [t for t in tools if t.name in CORE_TOOLS] if profile == "core" else list(tools)
 
 
-_TOOL_NAME = re.compile(r"\bmemory_[a-z_]+")
+_TOOL_NAME = re.compile(r"\bmemory_[a-z_]+\b")
+# A value of the caller's that an error quotes ('memory_notes', a slot or session name) is theirs, not a tool.
+_QUOTED = re.compile(r"""(?<!\w)(?:'[^'\n]*'|"[^"\n]*")(?!\w)""")
+
+
+@functools.cache
+def _hidden_by_core() -> frozenset[str]:
+    """The registered tools the core profile leaves out."""
+    return frozenset(t.name for t in all_tools()) - frozenset(CORE_TOOLS)
 
 
 async def note_hidden_tools(ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> HandlerResult:
     """Server middleware for the core profile: a tool error that points at a tool this profile hides says so.
 
     Errors are worded for the full tool set ("use memory_slot_replace …"); an agent under `core`
-    would otherwise call a tool that does not exist.
+    would otherwise call a tool that does not exist. Only real tools are named: a misspelt or made-up
+    tool name, or a caller's own value quoted in the error (a slot or session named `memory_notes`), is not.
     """
     result = await call_next(ctx)
     if ctx.method != "tools/call" or not isinstance(result, dict) or not result.get("isError"):
@@ -69,7 +78,7 @@ async def note_hidden_tools(ctx: ServerRequestContext[Any, Any], call_next: Call
     text = content[0].get("text") if content and isinstance(content[0], dict) else None
     if not isinstance(text, str):
         return result
-    hidden = sorted({name for name in _TOOL_NAME.findall(text) if name not in CORE_TOOLS})
+    hidden = sorted(set(_TOOL_NAME.findall(_QUOTED.sub(" ", text))) & _hidden_by_core())
     if not hidden:
         return result
     verb = "is" if len(hidden) == 1 else "are"

@@ -56,7 +56,11 @@ When = Annotated[
 ]
 SessionId = Annotated[
     str | None,
-    Field(max_length=128, description="Session id; omit to use the current session (one is started if needed)."),
+    Field(
+        max_length=128,
+        description="Session id; omit to use the current session (one is started if needed). A name of your own "
+        "is 1-128 ASCII letters, digits and . _ : @ -, starting with a letter or digit.",
+    ),
 ]
 AgentId = Annotated[str | None, Field(max_length=128, description="Which agent is writing; default from settings.")]
 Concepts = Annotated[

@@ -181,7 +181,9 @@ async def memory_timeline(
 def episodic_tools() -> list[Tool]:
     """The episodic tools."""
     return [
-        make_tool(memory_observe, title="Record an observation", read_only=False),
+        # destructive: past --observation-cap the least valuable observations of the session are
+        # folded into its digest (their rows deleted, their text kept as one line each)
+        make_tool(memory_observe, title="Record an observation", read_only=False, destructive=True),
         make_tool(memory_recall, title="Recall past observations", read_only=True),
         make_tool(memory_sessions, title="List sessions", read_only=True),
         make_tool(memory_observations, title="List observations", read_only=True),

@@ -70,7 +70,8 @@ async def memory_context(
 def knowledge_tools() -> list[Tool]:
     """The relation and context tools."""
     return [
-        make_tool(memory_relate, title="Relate two records", read_only=False, idempotent=True),
+        # destructive: relating a pair again overwrites the edge's weight and note
+        make_tool(memory_relate, title="Relate two records", read_only=False, destructive=True, idempotent=True),
         make_tool(memory_related, title="Records related to one", read_only=True),
         make_tool(memory_context, title="Compile session context", read_only=True),
     ]

@@ -7,6 +7,7 @@ from typing import Annotated, Literal
 from mcp.server.mcpserver.tools import Tool
 from pydantic import BaseModel, ConfigDict, Field
 
+from mcp_memory.config import Settings
 from mcp_memory.models.learning import (
     InsightsResult,
     LessonKind,
@@ -26,6 +27,9 @@ TaskType = Annotated[
 ]
 Tags = Annotated[list[Annotated[str, Field(max_length=60)]] | None, Field(max_length=20, description="Tags.")]
 Items = Annotated[list[Annotated[str, Field(max_length=2_000)]] | None, Field(max_length=50)]
+# Tools are built once per process, before any server's settings: their schemas can name only the defaults.
+_FADE_AT = Settings.model_fields["lesson_fade_at"].default
+_CONFIDENCE = Settings.model_fields["lesson_confidence"].default
 Scope = Annotated[Literal["project", "global"], Field(description="project: this project only; global: every project.")]
 
 
@@ -52,7 +56,15 @@ async def memory_lesson_save(
     tags: Tags = None,
     task_type: TaskType = None,
     confidence: Annotated[
-        float | None, Field(allow_inf_nan=False, gt=0, le=1, description="Initial confidence of a new lesson.")
+        float | None,
+        Field(
+            allow_inf_nan=False,
+            gt=0,
+            le=1,
+            description="Initial confidence of a new lesson, up to 1 and above the server's --lesson-fade-at "
+            f"({_FADE_AT} unless set; a lesson at or below it is faded); default the server's "
+            f"--lesson-confidence ({_CONFIDENCE} unless set).",
+        ),
     ] = None,
     scope: Scope = "project",
     agent_id: AgentId = None,
@@ -152,10 +164,13 @@ async def memory_profile(ctx: Ctx, project: Project = None) -> ProfileResult:
 def learning_tools() -> list[Tool]:
     """The learning tools."""
     return [
-        make_tool(memory_lesson_save, title="Save or reinforce a lesson", read_only=False),
+        # destructive: saved again for another task type, a lesson loses its type (it becomes untyped)
+        make_tool(memory_lesson_save, title="Save or reinforce a lesson", read_only=False, destructive=True),
         make_tool(memory_lesson_recall, title="Recall lessons", read_only=True),
         make_tool(memory_lessons, title="List lessons", read_only=True),
-        make_tool(memory_outcome_record, title="Record a task outcome", read_only=False),
+        # destructive: past --max-mistake-cards the least seen cards are deleted, and past
+        # --max-rules-per-task-type the weakest rules are soft-deleted
+        make_tool(memory_outcome_record, title="Record a task outcome", read_only=False, destructive=True),
         make_tool(memory_insights, title="Insights for a task type", read_only=True),
         make_tool(memory_profile, title="Project profile", read_only=True),
     ]

@@ -130,7 +130,7 @@ async def memory_reflect(
 def loop_tools() -> list[Tool]:
     """The knowledge-loop tools."""
     return [
-        make_tool(memory_crystallize, title="Summarise sessions", read_only=False, idempotent=True),
+        make_tool(memory_crystallize, title="Summarise sessions", read_only=False, destructive=True, idempotent=True),
         make_tool(memory_consolidate, title="Consolidate memory", read_only=False, destructive=True),
-        make_tool(memory_reflect, title="Reflect and learn", read_only=False),
+        make_tool(memory_reflect, title="Reflect and learn", read_only=False, destructive=True),
     ]

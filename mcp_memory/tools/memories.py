@@ -140,7 +140,8 @@ async def memory_forget(
 def memories_tools() -> list[Tool]:
     """The long-term memory tools."""
     return [
-        make_tool(memory_save, title="Save a memory", read_only=False),
+        # idempotent: an identical save changes nothing; not destructive: a superseded version is kept
+        make_tool(memory_save, title="Save a memory", read_only=False, idempotent=True),
         make_tool(memory_get, title="Get a memory with its history", read_only=True),
         make_tool(memory_smart_search, title="Search all memory", read_only=True),
         make_tool(memory_forget, title="Forget records", read_only=False, destructive=True, idempotent=True),
