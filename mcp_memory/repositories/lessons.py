@@ -66,16 +66,21 @@ def _lesson(row: Row) -> Lesson:
 
 
 def _where(
-    scopes: Sequence[str], kinds: Sequence[str] | None, task_type: str | None, include_deleted: bool
+    scopes: Sequence[str],
+    kinds: Sequence[str] | None,
+    task_type: str | None,
+    include_deleted: bool,
+    untyped: bool = False,
 ) -> tuple[str, list[object]]:
-    """The WHERE clause and parameters selecting lessons of the scopes, kinds and task type."""
+    """The WHERE clause and parameters selecting lessons of the scopes, kinds and task type (and with
+    `untyped`, the lessons of no task type as well: they hold for every type)."""
     clauses = [f"project IN ({placeholders(len(scopes))})"]
     params: list[object] = list(scopes)
     if kinds:
         clauses.append(f"kind IN ({placeholders(len(kinds))})")
         params.extend(kinds)
     if task_type is not None:
-        clauses.append("task_type = ?")
+        clauses.append("(task_type = ? OR task_type IS NULL)" if untyped else "task_type = ?")
         params.append(task_type)
     if not include_deleted:
         clauses.append("deleted_at IS NULL")
@@ -182,16 +187,17 @@ class LessonRepository(Repository):
         task_type: str | None = None,
         applies_to: str | None = None,
         status: str = "active",
+        untyped: bool = False,
         limit: int,
     ) -> list[tuple[float, str, str | None]]:
         """(confidence as of `decay.now_us`, id, task type) of the best `limit` lessons SQL can judge
         (see `unjudged`) that have `status` ("active", "faded" or "all"): highest first, then by id.
 
-        `task_type` keeps only that type's lessons; `applies_to` keeps that type's and untyped ones,
-        its own first.
+        `task_type` keeps only that type's lessons (and with `untyped`, the untyped ones too); `applies_to`
+        keeps that type's and untyped ones, its own first.
         """
         first = "task_type IS NULL, " if applies_to is not None else ""
-        sql, params = self._judged(scopes, decay, kinds, task_type, applies_to, status)
+        sql, params = self._judged(scopes, decay, kinds, task_type, applies_to, status, untyped)
         rows = await self.conn.fetchall(
             f"{sql} SELECT c, id, task_type FROM judged WHERE {_STATUS[status]} ORDER BY {first}c DESC, id LIMIT ?",
             (*params, limit),
@@ -206,9 +212,10 @@ class LessonRepository(Repository):
         kinds: Sequence[str] | None = None,
         task_type: str | None = None,
         status: str = "active",
+        untyped: bool = False,
     ) -> dict[str | None, int]:
         """How many lessons SQL can judge have `status`, by task type (None: untyped)."""
-        sql, params = self._judged(scopes, decay, kinds, task_type, None, status)
+        sql, params = self._judged(scopes, decay, kinds, task_type, None, status, untyped)
         rows = await self.conn.fetchall(
             f"{sql} SELECT task_type, count(*) FROM judged WHERE {_STATUS[status]} GROUP BY task_type", params
         )
@@ -222,10 +229,11 @@ class LessonRepository(Repository):
         kinds: Sequence[str] | None = None,
         task_type: str | None = None,
         include_deleted: bool = False,
+        untyped: bool = False,
     ) -> list[LessonStanding]:
         """The standings of the lessons `ranked` leaves out, for Python to judge: those set over 285
         years from now, or at a time not stored in the canonical form (none, as the tools store them)."""
-        where, params = _where(scopes, kinds, task_type, include_deleted)
+        where, params = _where(scopes, kinds, task_type, include_deleted, untyped)
         rows = await self.conn.fetchall(
             f"SELECT {_STANDING_COLUMNS} FROM lessons WHERE {where} AND (since_us IS NULL OR abs(? - since_us) > ?)",
             (*params, decay.now_us, _EXACT),
@@ -240,12 +248,13 @@ class LessonRepository(Repository):
         task_type: str | None,
         applies_to: str | None,
         status: str,
+        untyped: bool = False,
     ) -> tuple[str, list[object]]:
         """A `WITH` clause naming `judged` (id, task type, confidence `c` and whether `faded`) for the
         lessons selected that SQL can judge, read from the index lessons_by_standing alone; and its parameters."""
         if status not in _STATUS:
             raise ValueError(f"unknown status {status!r}")
-        where, params = _where(scopes, kinds, task_type, include_deleted=status != "active")
+        where, params = _where(scopes, kinds, task_type, status != "active", untyped)
         if applies_to is not None:
             where += " AND (task_type IS NULL OR task_type = ?)"
             params.append(applies_to)

@@ -236,10 +236,12 @@ class MistakeCardRepository(Repository):
         )
 
     async def seen_again(self, card_id: str, at: str, wrong: str | None, why: str | None) -> None:
-        """Count one more sighting; the wrong decision(s) and why given replace the stored ones."""
+        """Count one more sighting; the wrong decision(s) and why given replace the stored ones (none
+        given, or blank, keeps them)."""
         await self.conn.execute(
             "UPDATE mistake_cards SET seen_count = seen_count + 1, last_seen_at = ?, updated_at = ?, "
-            "wrong_decision = coalesce(?, wrong_decision), why = coalesce(?, why) WHERE id = ?",
+            "wrong_decision = coalesce(nullif(trim(?), ''), wrong_decision), "
+            "why = coalesce(nullif(trim(?), ''), why) WHERE id = ?",
             (at, at, wrong, why, card_id),
         )
 

@@ -15,7 +15,7 @@ from mcp_memory.repositories.lessons import LessonRepository
 from mcp_memory.repositories.outcomes import OutcomeRepository
 from mcp_memory.repositories.relations import RelationRepository
 from mcp_memory.services.common import Deps, Service, jaccard
-from mcp_memory.services.lesson_identity import evidence_of
+from mcp_memory.services.lesson_identity import evidence_of, heuristic_strategy
 from mcp_memory.services.lessons import LessonService
 from mcp_memory.services.outcomes import FAILED, source_count
 from mcp_memory.services.relations import drop_relations
@@ -85,7 +85,7 @@ class HeuristicUpkeep(Service):
                 (jaccard(words, judge.strategy_words(theirs)), h.id)
                 for h in heuristics
                 if h.task_type == outcome.task_type
-                and judge.same(outcome.strategy, theirs := str(h.source.get("strategy") or ""), records)
+                and judge.same(outcome.strategy, theirs := heuristic_strategy(h), records)
             ]
             best = max(scored, default=None)
             if best is not None:

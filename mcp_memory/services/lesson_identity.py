@@ -189,6 +189,17 @@ def named_strategy(lesson: Lesson) -> str | None:
     return None if pattern.startswith(FROM_ERROR) else pattern
 
 
+def heuristic_strategy(lesson: Lesson) -> str:
+    """The strategy an outcome-derived heuristic recommends: the one its text names ("" for one
+    memory_reflect drew from steps). Its source's was once overwritten by each similar strategy
+    counted toward it, so the text, never rewritten, is what identifies it."""
+    strategy = lesson.source.get("strategy")
+    if not isinstance(strategy, str):
+        return ""
+    prefix = f"For {lesson.task_type} tasks: "
+    return lesson.content.removeprefix(prefix) if lesson.content.startswith(prefix) else strategy
+
+
 def tried_of(lesson: Lesson) -> list[str]:
     """The different strategies the failures of an anti-pattern about an error tried."""
     tried = lesson.source.get("tried")

@@ -410,14 +410,17 @@ class LessonService(Service):
         limit: int,
         offset: int,
     ) -> LessonList:
-        """A page of lessons by confidence (highest first), with faded ones only when asked for."""
+        """A page of lessons by confidence (highest first), with faded ones only when asked for.
+
+        Of a task type: its lessons and the untyped ones, which hold for every type (as recall has them).
+        """
         _check_kinds(kinds)
         scopes = {"project": [project], "global": [GLOBAL_PROJECT], "all": [project, GLOBAL_PROJECT]}[scope]
         now = self.now()
         async with self.db.read() as conn:
             repo = LessonRepository(conn)
             [ranked], counts = await self._by_standing(
-                repo, scopes, now, kinds=kinds, task_type=task_type, status=status, limit=offset + limit
+                repo, scopes, now, kinds=kinds, task_type=task_type, untyped=True, status=status, limit=offset + limit
             )
             page = await repo.get_many(ranked[offset:], scopes)
             total = sum(counts.values())
@@ -444,20 +447,24 @@ class LessonService(Service):
         orders: Sequence[str | None] = (None,),
         kinds: Sequence[str] | None = None,
         task_type: str | None = None,
+        untyped: bool = False,
         status: str = "active",
         limit: int,
     ) -> tuple[list[list[str]], dict[str | None, int]]:
         """Lessons ranked by their standing alone (no query): for each of `orders` (a task type, whose
         lessons lead the untyped ones, others' left out; None: every type), the ids of the best `limit`
-        with `status`; and how many of each task type have it.
+        with `status`; and how many of each task type have it. `task_type` keeps only that type's
+        lessons, and with `untyped` the untyped ones too.
 
         SQL judges every lesson it can (a scan of one index); the few it cannot are judged here.
         """
         decay = self.decay(now)
-        counts = await repo.counts_by_task_type(scopes, decay, kinds=kinds, task_type=task_type, status=status)
+        counts = await repo.counts_by_task_type(
+            scopes, decay, kinds=kinds, task_type=task_type, status=status, untyped=untyped
+        )
         odd = []
         unjudged = await repo.unjudged(
-            scopes, decay, kinds=kinds, task_type=task_type, include_deleted=status != "active"
+            scopes, decay, kinds=kinds, task_type=task_type, include_deleted=status != "active", untyped=untyped
         )
         for standing, confidence, faded in self.standing_confidences(unjudged, now):
             if status == "all" or faded == (status == "faded"):
@@ -466,8 +473,9 @@ class LessonService(Service):
         ranked = []
         for applies_to in orders:
             best = await repo.ranked(
-                scopes, decay, kinds=kinds, task_type=task_type, applies_to=applies_to, status=status, limit=limit
-            )
+                scopes, decay, kinds=kinds, task_type=task_type, applies_to=applies_to, status=status,
+                untyped=untyped, limit=limit,
+            )  # fmt: skip
             ranked.append([i for _, i, _ in _by_task_type([*best, *odd], applies_to)[:limit]])
         return ranked, counts
 

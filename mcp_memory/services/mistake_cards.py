@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from mcp_memory.db import Tx
 from mcp_memory.ids import new_id
 from mcp_memory.models.records import MistakeCard, Outcome
+from mcp_memory.privacy import says_something
 from mcp_memory.repositories.forgotten import ForgottenRepository
 from mcp_memory.repositories.outcomes import MistakeCardRepository
 from mcp_memory.services.common import Scrubber
@@ -40,7 +41,7 @@ async def record_mistake_cards(
     """Merge an outcome's cards into the project's by (type, task, correct decision), counting each
     sighting; keep the `keep` most seen. Returns the ids of this outcome's cards still kept."""
     repo = MistakeCardRepository(tx)
-    # The same card twice in one outcome is one sighting; later details win, as across outcomes.
+    # The same card twice in one outcome is one sighting, its details merged as across outcomes.
     merged: dict[str, MistakeCardInput] = {}
     for card in cards:
         key = _merge_key(card.type, card.task or outcome.task, card.correct_decision)
@@ -89,15 +90,25 @@ async def record_mistake_cards(
 
 
 def clean_card(card: MistakeCardInput, scrub: Scrubber, field: str) -> MistakeCardInput:
-    """The card through the privacy filter; a correct decision left empty is refused, named by `field`."""
+    """The card through the privacy filter; a correct decision left empty is refused, named by `field`.
+
+    A wrong decision or why that is blank, or nothing but private or secret parts, is not given: a
+    card seen again keeps what it said before rather than a blank or a "[private]" marker.
+    """
     task = scrub.optional(card.task)
     return MistakeCardInput(
         type=card.type,
         correct_decision=scrub.required(f"{field}.correct_decision", card.correct_decision).strip(),
         task=task.strip() if task and task.strip() else None,  # a blank task means the outcome's
-        wrong_decision=scrub.optional(card.wrong_decision),
-        why=scrub.optional(card.why),
+        wrong_decision=_given(scrub, card.wrong_decision),
+        why=_given(scrub, card.why),
     )
+
+
+def _given(scrub: Scrubber, value: str | None) -> str | None:
+    """An optional text scrubbed and trimmed; None when no letter or digit is left outside what was removed."""
+    text = scrub.optional(value)
+    return text.strip() if text is not None and says_something(text) else None
 
 
 WRONG_CHARS = 1_000
@@ -137,11 +148,12 @@ async def _under_older_key(tx: Tx, project: str, type_: str, key: str) -> Mistak
 
 
 def _later(prior: MistakeCardInput, card: MistakeCardInput) -> MistakeCardInput:
-    """One card from two sightings in the same outcome: details given later replace earlier ones."""
+    """One card from two sightings in the same outcome, merged as across outcomes: each different wrong
+    decision kept, in the order given; a why given later replaces an earlier one."""
     return MistakeCardInput(
         type=prior.type,
         correct_decision=prior.correct_decision,
         task=prior.task,
-        wrong_decision=card.wrong_decision or prior.wrong_decision,
+        wrong_decision=_both_wrong(prior.wrong_decision, card.wrong_decision),
         why=card.why or prior.why,
     )

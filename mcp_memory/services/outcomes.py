@@ -4,14 +4,17 @@ Recording an outcome derives, in the same transaction (thresholds are settings):
 - a heuristic while at least `heuristic_min_outcomes` outcomes of the task type used a similar
   strategy and more than `heuristic_min_success` of them succeeded (confidence = that success
   share); once the evidence stops supporting it, it is soft-deleted, and it comes back only when
-  the evidence holds again;
+  the evidence holds again. It stays the heuristic of the strategy it was drawn for: a similar
+  strategy counts toward it without taking its place;
 - an anti-pattern once `anti_pattern_min_failures` failures share a similar error, with the best
   successful strategy of the task type that is not one of the failing ones as the better
-  alternative. It keeps the ids of the failures it counts (each counts toward one anti-pattern),
-  and a failure with an error like one of theirs, or like that of reflect's anti-pattern it takes
-  over, adds to it. A strategy is never both recommended and warned against: while the strategy an
-  anti-pattern names qualifies for a heuristic (its successes outweigh its failures as above), the
-  anti-pattern is soft-deleted;
+  alternative (confidence `anti_pattern_confidence` of the failures it counts). It keeps the ids
+  of the failures it counts (each counts toward one anti-pattern), and a failure with an error like
+  one of theirs, or like that of reflect's anti-pattern it takes over, adds to it; so do failures
+  that make the very anti-pattern it is (the strategy it names, failing with another error): one
+  warning counts all of them. A strategy is never both recommended and warned against: while the
+  strategy an anti-pattern names qualifies for a heuristic (its successes outweigh its failures as
+  above), the anti-pattern is soft-deleted, and it comes back once the strategy no longer qualifies;
 - "works" rules from the successes of successful outcomes scoring >= `works_rule_score` (a failure
   vouches for nothing), and "avoid" rules from the mistakes of outcomes scoring < `avoid_rule_score`
   (a mistake is worth avoiding even in a task that got there in the end), at most
@@ -45,9 +48,11 @@ from mcp_memory.services.lesson_identity import (
     RULE_OUTCOMES,
     anti_patterns_for,
     evidence_of,
+    find_twin,
     fingerprint,
     fix_of,
     from_outcomes,
+    heuristic_strategy,
     named_strategy,
     rename,
     rule_outcomes,
@@ -149,10 +154,10 @@ class OutcomeService(Service):
             # retire a heuristic, or miss a recurring failure, once enough other outcomes came between.
             peers = await OutcomeRepository(tx).evidence(outcome.project, outcome.task_type)
             heuristics = await self._heuristic(tx, outcome, peers)
-            await self._retire_contradicted(tx, outcome, peers)
+            restored = await self._weigh_named_strategies(tx, outcome, peers)
             derived = DerivedLessons(
                 heuristics=heuristics,
-                anti_patterns=await self._anti_pattern(tx, outcome, peers),
+                anti_patterns=list(dict.fromkeys([*restored, *await self._anti_pattern(tx, outcome, peers)])),
                 rules=await self._rules(tx, outcome),
                 mistake_cards=await record_mistake_cards(
                     tx, outcome, cards, self.now_iso(), self.settings.max_mistake_cards
@@ -178,9 +183,12 @@ class OutcomeService(Service):
         """Draw, refresh, restore or retire the heuristic of this outcome's strategy."""
         if not outcome.strategy or not self.strategies.words(outcome.strategy):
             return []
-        live = self.strategies.tally(peers, outcome.strategy)
         existing = await self._heuristic_of(tx, outcome, outcome.strategy, peers)
-        source = {"strategy": outcome.strategy, "outcomes": live.outcomes, "successes": live.successes}
+        # A heuristic is of the strategy it was drawn for: a similar one counts toward it, but does not
+        # become its strategy (its tally would drift to that one's record, away from what its text says).
+        strategy = (heuristic_strategy(existing) if existing is not None else "") or outcome.strategy
+        live = self.strategies.tally(peers, strategy)
+        source = {"strategy": strategy, "outcomes": live.outcomes, "successes": live.successes}
         # Outcomes consolidation pruned still count: their tally lives on the heuristic.
         tally = Tally(
             live.outcomes + (source_count(existing.source, "pruned_outcomes") if existing else 0),
@@ -206,19 +214,40 @@ class OutcomeService(Service):
         )
         return [lesson.id]
 
-    async def _retire_contradicted(self, tx: Tx, outcome: Outcome, peers: Sequence[Outcome]) -> None:
-        """Soft-delete the anti-patterns whose strategy this outcome has just shown to mostly work."""
+    async def _weigh_named_strategies(self, tx: Tx, outcome: Outcome, peers: Sequence[Outcome]) -> list[str]:
+        """Soft-delete the anti-patterns whose strategy this outcome has just shown to mostly work, and
+        restore those retired for it once it no longer does; returns the ids restored."""
         if not outcome.strategy:
-            return
+            return []
         records = self.strategies.records(peers)
-        for lesson in await self._anti_patterns(tx, outcome):
+        restored = []
+        found = await LessonRepository(tx).find(
+            [outcome.project], kinds=["anti_pattern"], task_type=outcome.task_type, include_deleted=True
+        )
+        for lesson in found:
             named = named_strategy(lesson)
-            if (
-                named
-                and self.strategies.same(named, outcome.strategy, records)
-                and self.strategies.holds(self.strategies.tally(peers, named))
-            ):
+            if not named or not self.strategies.same(named, outcome.strategy, records):
+                continue
+            holds = self.strategies.holds(self.strategies.tally(peers, named))
+            if lesson.deleted_at is None and holds:
                 await self.lessons.retire(tx, lesson)
+            elif lesson.deleted_at is not None and not holds and self._stands_alone(lesson):
+                stamp = self.now_iso()
+                await self.lessons.store(
+                    tx, lesson.model_copy(update={"deleted_at": None, "updated_at": stamp}), "restore"
+                )
+                restored.append(lesson.id)
+        return restored
+
+    def _stands_alone(self, lesson: Lesson) -> bool:
+        """Whether a soft-deleted anti-pattern holds on its own failures, its strategy's record aside:
+        drawn from enough of them and not faded with time (a lesson decay retired stays retired)."""
+        live = lesson.model_copy(update={"deleted_at": None})
+        return (
+            from_outcomes(lesson)
+            and source_count(lesson.source, "failures") >= self.settings.anti_pattern_min_failures
+            and not self.lessons.faded(live, self.lessons.confidence(live))
+        )
 
     async def _anti_pattern(self, tx: Tx, outcome: Outcome, peers: Sequence[Outcome]) -> list[str]:
         """Draw, strengthen, restore or retire the anti-pattern of this failure's error."""
@@ -230,19 +259,17 @@ class OutcomeService(Service):
         alike = [o.id for o in peers if not o.success and o.error and self.strategies.similar(outcome.error, o.error)]
         known = await anti_patterns_for(tx, outcome.project, outcome.task_type)
         existing = same_problem(known, self.strategies.words, outcome.error, alike, self.settings.similarity)
+        failed, named = await self._counted(tx, outcome, peers, known, existing, alike)
+        if existing is None:
+            # These failures make an anti-pattern already drawn from others (the strategy it names, failing
+            # with another error): one warning, counting them all (learning it again would only reinforce it).
+            twin = await find_twin(tx, outcome.project, _avoid(outcome, named), "anti_pattern", outcome.task_type)
+            if twin is not None and from_outcomes(twin):
+                existing = twin
+                failed, named = await self._counted(tx, outcome, peers, known, existing, alike)
         ours = existing is not None and from_outcomes(existing)
-        # Each failure counts toward one anti-pattern only, so the counts of a task type add up.
-        claimed = {i for o in known if o is not existing for i in evidence_of(o, FAILED)}
-        counted = evidence_of(existing, FAILED) if existing is not None else set()
-        # A failure forgotten since (on another copy, say) no longer counts.
-        counted = await OutcomeRepository(tx).on_record(sorted(counted)) if counted else counted
-        failed = counted | (set(alike) - claimed)
         failures = len(failed)
         failing = [o for o in peers if o.id in failed]
-        # It names a strategy only when every failure it counts tried that one; else it is about the error.
-        named = self.strategies.shared_by(
-            named_strategy(existing) if existing is not None and ours else outcome.strategy, failing
-        )
         tried = (
             []
             if named
@@ -276,8 +303,7 @@ class OutcomeService(Service):
             return []
         if not holds:
             return []
-        pattern = named or FROM_ERROR + shorten(outcome.error, 160)
-        content = f"Avoid in {outcome.task_type} tasks: {pattern}"
+        content = _avoid(outcome, named)
         lesson, *_ = await self.lessons.learn(
             tx,
             outcome.project,
@@ -289,6 +315,31 @@ class OutcomeService(Service):
             source=source,
         )
         return [lesson.id]
+
+    async def _counted(
+        self,
+        tx: Tx,
+        outcome: Outcome,
+        peers: Sequence[Outcome],
+        known: Sequence[Lesson],
+        existing: Lesson | None,
+        alike: Sequence[str],
+    ) -> tuple[set[str], str | None]:
+        """The failures the anti-pattern of this failure counts (those `existing` counts, and the `alike`
+        ones no other anti-pattern does), and the strategy it names, if one."""
+        # Each failure counts toward one anti-pattern only, so the counts of a task type add up.
+        claimed = {i for o in known if o is not existing for i in evidence_of(o, FAILED)}
+        counted = evidence_of(existing, FAILED) if existing is not None else set()
+        # A failure forgotten since (on another copy, say) no longer counts.
+        counted = await OutcomeRepository(tx).on_record(sorted(counted)) if counted else counted
+        failed = counted | (set(alike) - claimed)
+        failing = [o for o in peers if o.id in failed]
+        # It names a strategy only when every failure it counts tried that one; else it is about the error.
+        ours = existing is not None and from_outcomes(existing)
+        named = self.strategies.shared_by(
+            named_strategy(existing) if existing is not None and ours else outcome.strategy, failing
+        )
+        return failed, named
 
     async def _offer_alternative(self, tx: Tx, outcome: Outcome, peers: Sequence[Outcome]) -> list[str]:
         """Point the active anti-patterns of the task type at the best alternative now on record."""
@@ -383,7 +434,7 @@ class OutcomeService(Service):
         alike = [
             (jaccard(mine, self.strategies.strategy_words(theirs)), h)
             for h in reversed(found)
-            if self.strategies.same(strategy, theirs := str(h.source.get("strategy", "")), records)
+            if self.strategies.same(strategy, theirs := heuristic_strategy(h), records)
         ]
         return max(alike, key=lambda pair: pair[0], default=(0.0, None))[1]
 
@@ -408,6 +459,11 @@ class OutcomeService(Service):
             ),
             "reinforce",
         )
+
+
+def _avoid(outcome: Outcome, named: str | None) -> str:
+    """The text of the anti-pattern of a failure: the strategy it names, else the approach that led to its error."""
+    return f"Avoid in {outcome.task_type} tasks: {named or FROM_ERROR + shorten(outcome.error or '', 160)}"
 
 
 def _items(scrub: Scrubber, field: str, values: Sequence[str]) -> list[str]:
