@@ -20,6 +20,7 @@ from mcp_memory.services.lesson_identity import (
     evidence_of,
     fix_of,
     from_outcomes,
+    heuristic_strategy,
     named_strategy,
     tried_of,
     why_bad,
@@ -57,7 +58,7 @@ class Recount(Service):
 
     async def _heuristic(self, tx: Tx, lesson: Lesson, peers: Sequence[Outcome], gone: Sequence[Outcome]) -> bool:
         """Take the `gone` outcomes' share out of a heuristic's tally; retire it when it no longer holds."""
-        strategy = str(lesson.source.get("strategy", ""))
+        strategy = heuristic_strategy(lesson)  # its text names it; an older source may name a similar one
         before, after = self.strategies.tally([*peers, *gone], strategy), self.strategies.tally(peers, strategy)
         lost = Tally(before.outcomes - after.outcomes, before.successes - after.successes)
         if not lost.outcomes:
