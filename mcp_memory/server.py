@@ -23,7 +23,7 @@ from mcp_memory.search.embeddings import EmbeddingProvider
 from mcp_memory.tools import note_hidden_tools, tools_for
 from mcp_memory.tools._common import check_arguments, tool_error
 from mcp_memory.tools.caller import forget_roots
-from mcp_memory.tools.prompts import register_prompts_and_resources
+from mcp_memory.tools.prompts import ResourceEvents, register_prompts_and_resources
 
 logger = logging.getLogger(__name__)
 
@@ -41,7 +41,8 @@ class SharedApp:
     """One AppContext shared by every connection of this process, opened on first use.
 
     The SSE transport enters the server lifespan once per connection and in-process clients once
-    per client; sharing keeps one database writer and one index per process.
+    per client; sharing keeps one database writer and one index per process, and one subscription bus
+    that hears of every write to them (`events`).
     """
 
     def __init__(
@@ -54,6 +55,7 @@ class SharedApp:
         self._users = 0
         self._app: AppContext | None = None
         self._stack: AsyncExitStack | None = None
+        self.events = ResourceEvents()
 
     async def ready(self) -> bool:
         """Whether the application is open, its database answers and its index is built."""
@@ -69,6 +71,7 @@ class SharedApp:
                 self._app = await stack.enter_async_context(
                     open_app(self._settings, self._clock, self._provider, build_in_background=True)
                 )
+                self._app.deps.db.after_every_commit(self.events.committed)
                 self._stack = stack
             self._users += 1
             app = self._app
@@ -152,6 +155,7 @@ def build_server(
         auth=auth,
         token_verifier=StaticTokenVerifier(list(grants)) if grants else None,
         tools=tools_for(settings.tools),
+        subscriptions=shared.events,  # told of every commit: resource events follow the writes
     )
     register_prompts_and_resources(server, settings.tools)
     return server

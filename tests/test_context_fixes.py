@@ -185,16 +185,20 @@ async def test_under_the_core_profile_a_left_out_profile_alone_is_named_without_
     async with Client(build_server(core, clock)) as client:
         await call(client, "memory_slot_append", name="persona", text="p " * 80)  # a default slot: pinned
         await call(client, "memory_outcome_record", task="Ship it", task_type="deployment", success=True)
-        # The prompt's own words take room from the same budget: a shorter slot leaves the profile out there.
+        # Without its words the prompt holds the slot and the profile: the words would cost it a section.
         prompt = await prompt_text(client, "session_start")
         await call(client, "memory_slot_append", name="persona", text="p " * 70)
         compiled = await call(client, "memory_context")
+        resource = await resource_text(client, "memory://context")
 
     assert compiled["omitted"] == [{"section": "profile", "id": None, "title": "project profile"}]
     assert compiled["fetch"] is None
     assert "### persona\n" in prompt
-    assert prompt.endswith("\nLeft out for space: project profile")
+    assert "## Project profile\n" in prompt
+    assert "While you work" not in prompt
+    assert resource.endswith("\nLeft out for space: project profile")
     assert len(prompt) <= 4 * 100
+    assert len(resource) <= 4 * 100
 
 
 # -- 4. the context resource ------------------------------------------------------------------------------

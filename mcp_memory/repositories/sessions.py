@@ -17,6 +17,12 @@ _COLUMNS = (
 
 RECENT_FIRST = "ORDER BY last_activity_at DESC, id DESC"
 """The order of session pages, the most recently active first: index sessions_by_activity's."""
+_TELLING = (
+    "(s.observation_count != s.folded_count OR coalesce(s.summary, '') != '' OR coalesce(s.folded_digest, '') != '')"
+)
+"""Whether session `s` has something to tell: an observation not folded away, a summary or a folded digest."""
+_HAPPENED = "coalesce(o.occurred_at, o.created_at)"
+"""When observation `o` happened: observations_by_time's and observations_by_session_time's expression."""
 
 
 class SessionRepository(Repository):
@@ -144,6 +150,49 @@ class SessionRepository(Repository):
         total = await self.conn.fetchval(f"SELECT count(*) FROM sessions WHERE {where}", params)
         return [Session(**row_dict(r)) for r in rows], int(total)
 
+    async def latest_telling(self, project: str, limit: int) -> list[tuple[Session, str]]:
+        """The `limit` sessions of the project with something to tell (those count_telling counts) that
+        went on latest, each with when: its latest kept observation happened (occurred_at, else when it
+        was recorded), or, keeping none, its last activity. Latest first; of those that went on at the
+        same moment, the one whose observation was recorded last, then those keeping none by id, descending.
+
+        Imported history is recorded today but happened long ago, so the activity time alone would put
+        it first. Read without visiting every session: observations_by_time is walked in its own order
+        until `limit` sessions are found (every row read belongs to one of them or to one with nothing
+        to tell), and sessions_by_activity gives those keeping no observation that went on since then.
+        """
+        happened: dict[str, str] = {}
+        silent: set[str] = set()
+        async for page in self.conn.pages(
+            f"SELECT o.session_id, {_HAPPENED}, {_TELLING} FROM observations o JOIN sessions s ON s.id = o.session_id "
+            f"WHERE o.project = ? ORDER BY {_HAPPENED} DESC, o.rowid DESC",
+            (project,),
+            size=4 * limit,
+        ):
+            for session_id, when, telling in page:
+                if session_id in happened or session_id in silent:
+                    continue
+                if telling:
+                    happened[session_id] = when
+                else:
+                    silent.add(session_id)
+            if len(happened) >= limit:
+                break
+        ids = list(happened)[:limit]
+        boundary = happened[ids[-1]] if len(ids) == limit else ""  # what went on before cannot make it
+        stored = {s.id: s for s in await self.get_many(ids)}
+        found = [(stored[i], happened[i]) for i in ids if i in stored]
+        rows = await self.conn.fetchall(
+            # Checked from the index alone first: only a session keeping no observation reads its row.
+            f"SELECT {_COLUMNS} FROM sessions s WHERE project = ? AND last_activity_at >= ? "
+            f"AND NOT EXISTS (SELECT 1 FROM observations o WHERE o.session_id = s.id) AND {_TELLING} "
+            f"{RECENT_FIRST} LIMIT ?",
+            (project, boundary, limit),
+        )
+        found += [(s, s.last_activity_at) for s in (Session(**row_dict(r)) for r in rows)]
+        found.sort(key=lambda pair: pair[1], reverse=True)  # stable: each source keeps its order at a tie
+        return found[:limit]
+
     async def needing_summary(self, project: str) -> list[Session]:
         """Ended sessions with no summary, or one older than their last activity or their latest outcome
         (the summary tells how outcomes went; recording one does not move the activity time)."""
@@ -252,9 +301,5 @@ class SessionRepository(Repository):
         """How many sessions of the project have something to tell: an observation not folded away, a
         summary or a folded digest."""
         return int(
-            await self.conn.fetchval(
-                "SELECT count(*) FROM sessions WHERE project = ? AND (observation_count != folded_count "
-                "OR coalesce(summary, '') != '' OR coalesce(folded_digest, '') != '')",
-                (project,),
-            )
+            await self.conn.fetchval(f"SELECT count(*) FROM sessions s WHERE project = ? AND {_TELLING}", (project,))
         )

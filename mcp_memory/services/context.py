@@ -29,7 +29,6 @@ from mcp_memory.models.learning import LessonView, ProfileResult
 from mcp_memory.models.organising import ContextResult, ContextSection, OmittedItem
 from mcp_memory.models.records import Memory, MistakeCard, Relation, Session
 from mcp_memory.repositories.memories import MemoryRepository
-from mcp_memory.repositories.observations import ObservationRepository
 from mcp_memory.repositories.outcomes import MistakeCardRepository
 from mcp_memory.repositories.relations import RelationRepository
 from mcp_memory.repositories.sessions import SessionRepository
@@ -57,6 +56,10 @@ _POOL = 5
 """Each section reads this many times its share: the further items fill budget the others leave."""
 LEFT_OUT = "\nLeft out for space: "
 LEFT_OUT_FETCH = "\nLeft out for space (fetch with): "
+LEFT_OUT_PAST = "\nLeft out: "
+"""The line's start when nothing was left out for space, only what lies past what each section reads."""
+MORE = "{more} (memory_smart_search finds them{project})"
+"""What the line says of the left-out items it does not list, and how to reach them."""
 _FITTING = 8
 """`render` packs the sections at most this many times, each with the room the left-out line last needed."""
 
@@ -92,6 +95,17 @@ class _Section:
         return max(self.total, len(self.items))
 
 
+@dataclass
+class _Packed:
+    """The context `_pack` made, with what the rendered text needs beyond the tool's result."""
+
+    result: ContextResult
+    shown: int
+    """How many sections it shows something of."""
+    for_space: bool
+    """Whether anything was left out for want of room (else only what lies past what a section reads)."""
+
+
 class ContextService(Service):
     """Compiles the context from the other services' reads."""
 
@@ -118,7 +132,7 @@ class ContextService(Service):
         budget = budget or self.settings.context_budget
         sections = await self._sections(project, query, task_type)
         default = default_project or self.settings.project
-        return self._pack(project, sections, budget, budget * CHARS_PER_TOKEN, default)
+        return self._pack(project, sections, budget, budget * CHARS_PER_TOKEN, default).result
 
     async def render(
         self,
@@ -133,11 +147,14 @@ class ContextService(Service):
         """The context as one text of at most `budget` tokens (ceil(characters / 4)), ending with the line
         that says what was left out for space and how to fetch it.
 
-        `frames` are (before, after) pairs of text to put around the context, most wanted first: the first
-        that leaves room for the header and for that line is used, else the last that leaves room for the
-        header (the last frame, cut to the budget, when none does). The frame and the line take their room
-        from the sections; the line lists fewer of what was left out, or is left off, only when even the
-        header alone leaves it no room.
+        `frames` are (before, after) pairs of text to put around the context, most wanted first: of those
+        that leave room for the header, the one that lets the most sections show something is used (a tie
+        goes to the one that also has room for that line, then to the one wanted first); the last frame, cut
+        to the budget, when none leaves room. So a frame's words never cost the context a whole section,
+        while a large budget, where every frame shows every section, keeps the fullest words (counting
+        items instead would drop them whenever there is more memory than budget). The frame and the line
+        take their room from the sections; the line lists fewer of what was left out when listing it all
+        would leave no section anything, and is left off only when even the header alone leaves it no room.
         """
         budget = budget or self.settings.context_budget
         sections = await self._sections(project, query, task_type)
@@ -145,28 +162,49 @@ class ContextService(Service):
         limit = budget * CHARS_PER_TOKEN
         header = len(_header(project))
         fitting = [(b, a) for b, a in frames if len(b) + header + len(a) <= limit] or [frames[-1]]
+        rendered = []
         for n, (before, after) in enumerate(fitting):
-            text, line = self._fit(project, sections, budget, limit - len(before) - len(after), default)
-            if line is not None or n == len(fitting) - 1:
-                break
-        return _cut(before + text + after + (line or ""), limit)
+            text, line, shown = self._fit(project, sections, budget, limit - len(before) - len(after), default)
+            rendered.append(((shown, line is not None, -n), before + text + after + (line or "")))
+        return _cut(max(rendered)[1], limit)
 
     def _fit(
         self, project: str, sections: list[_Section], budget: int, room: int, default: str
-    ) -> tuple[str, str | None]:
-        """The context and the line saying what it left out, together in `room` characters (the line takes
-        its room from the sections); the line is None when something was left out but it found no room."""
+    ) -> tuple[str, str | None, int]:
+        """The context, the line saying what it left out, and how many sections show something, the text and
+        the line together in `room` characters (the line takes its room from the sections); the line is None
+        when something was left out but it found no room.
+
+        The line lists fewer of the left-out items when listing them all would leave the context no item
+        at all: the most it can list beside at least one item (all, when even its shortest form leaves no
+        item room).
+        """
+        fitted = self._fit_listing(project, sections, budget, room, default, None)
+        if fitted[2] or not self._fit_listing(project, sections, budget, room, default, 0)[2]:
+            return fitted
+        for listing in range(_listed(budget) - 1, -1, -1):
+            fitted = self._fit_listing(project, sections, budget, room, default, listing)
+            if fitted[2]:
+                break
+        return fitted
+
+    def _fit_listing(
+        self, project: str, sections: list[_Section], budget: int, room: int, default: str, listing: int | None
+    ) -> tuple[str, str | None, int]:
+        """`_fit` with the line listing at most `listing` of the left-out items (all that are listed: None)."""
         header = len(_header(project))
         reserve = 0
         for _ in range(_FITTING):
-            compiled = self._pack(project, sections, budget, room - reserve, default)
-            line = self._left_out(compiled, project, default)
-            if len(compiled.text) + len(line) <= room or len(compiled.text) == header:
+            packed = self._pack(project, sections, budget, room - reserve, default)
+            text = packed.result.text
+            line = self._left_out(packed, project, default, listing=listing)
+            if len(text) + len(line) <= room or len(text) == header:
                 break  # it fits, or the sections have no room left to give
             reserve = max(reserve + 1, len(line))
-        if len(compiled.text) + len(line) > room:
-            line = self._left_out(compiled, project, default, room - len(compiled.text))
-        return compiled.text, line if line or not compiled.omitted else None
+        if len(text) + len(line) > room:
+            line = self._left_out(packed, project, default, room - len(text), listing)
+        left = packed.result.omitted or packed.result.omitted_unlisted
+        return text, line if line or not left else None, packed.shown
 
     async def _sections(self, project: str, query: str | None, task_type: str | None) -> list[_Section]:
         """Every section, in order, with the items it read and the count of all it would show."""
@@ -185,7 +223,7 @@ class ContextService(Service):
             await self._memories(project, focus, words, set(profile.preferences[:_PREFERENCES])),
         ]
 
-    def _pack(self, project: str, sections: list[_Section], budget: int, room: int, default: str) -> ContextResult:
+    def _pack(self, project: str, sections: list[_Section], budget: int, room: int, default: str) -> _Packed:
         """The context of `sections` in `room` characters; `budget` (tokens) sets how many left-out items are listed."""
         text = _header(project)
         taken = _fill(sections, len(text), room)
@@ -211,9 +249,9 @@ class ContextService(Service):
         left.sort(key=lambda entry: entry[:2])  # stable: each section's items keep their order
         omitted = [
             OmittedItem(section=section.name, id=item.id, title=shorten(item.title, OMITTED_TITLE_CHARS))
-            for _, _, section, item in left[: min(OMITTED_LISTED, max(OMITTED_MIN, budget // OMITTED_PER_TOKENS))]
+            for _, _, section, item in left[: _listed(budget)]
         ]
-        return ContextResult(
+        result = ContextResult(
             project=project,
             text=text,
             tokens=estimate_tokens(text),
@@ -223,17 +261,35 @@ class ContextService(Service):
             omitted_unlisted=len(left) + unread - len(omitted),
             fetch=self._fetch_hint(project, default, omitted),
         )
+        # An item read but not taken found no room; what lies past what a section reads is left out for
+        # space only when some of what it read was too (else the budget had room, the read had not).
+        return _Packed(result, sum(1 for included in taken if included), bool(left))
 
-    def _left_out(self, compiled: ContextResult, project: str, default: str, room: int | None = None) -> str:
-        """The line that says what the context left out for space and how to fetch it ("" when nothing was).
+    def _left_out(
+        self, packed: _Packed, project: str, default: str, room: int | None = None, listing: int | None = None
+    ) -> str:
+        """The line that says what the context left out and how to fetch it ("" when nothing was): the
+        first of the left-out items (at most `listing`) with the call that fetches them, and how many more
+        there are.
 
         Within `room` characters when given: listing fewer of the left-out items (the most wanted kept),
-        else "" when not even one fits.
+        else only their number; "" when not even that fits.
         """
-        for count in range(len(compiled.omitted), 0, -1):
-            listed = compiled.omitted[:count]
-            fetch = self._fetch_hint(project, default, listed)
-            line = LEFT_OUT_FETCH + fetch if fetch else LEFT_OUT + "; ".join(o.title for o in listed)
+        omitted = packed.result.omitted
+        total = len(omitted) + packed.result.omitted_unlisted
+        named = "" if project == default else f"; pass project={_quoted(project)}"
+        for count in range(min(len(omitted), len(omitted) if listing is None else listing), -1, -1):
+            listed = omitted[:count]
+            if count:
+                fetch = self._fetch_hint(project, default, listed)
+                line = LEFT_OUT_FETCH + fetch if fetch else LEFT_OUT + "; ".join(o.title for o in listed)
+                rest = MORE.format(more=f"{total - count} more", project="" if fetch else named)  # calls name it
+                line += f"; and {rest}" if total > count else ""
+            elif total:
+                start = LEFT_OUT if packed.for_space else LEFT_OUT_PAST
+                line = start + MORE.format(more=counted(total, "item"), project=named)
+            else:
+                line = ""
             if room is None or len(line) <= room:
                 return line
         return ""
@@ -351,15 +407,12 @@ class ContextService(Service):
         section = _Section("sessions", "\n## Recent sessions\n", share=5)
         async with self.db.read() as conn:
             sessions = SessionRepository(conn)
-            found, _ = await sessions.page(project, "all", "", 5 * _POOL, 0)
-            spans = await ObservationRepository(conn).spans([s.id for s in found])
-            section.total = await sessions.count_telling(project)  # those it does not skip
-        for s in found:
+            # Those that went on latest first: imported history keeps its own day, and its place.
+            found = await sessions.latest_telling(project, 5 * _POOL)
+            section.total = await sessions.count_telling(project)
+        for s, happened in found:
             title = s.title or public_id(s.id)
             kept = s.observation_count - s.folded_count
-            if not (kept or s.summary or s.folded_digest):
-                continue  # everything in it was forgotten: nothing to tell
-            happened = spans[s.id][1] if s.id in spans else s.last_activity_at  # imported history: its own day
             line = f"- {local_minute(happened, self.zone)[:10]} {title} ({counted(kept, 'observation')})"
             summary = _beyond_title(s, title)
             if summary:
@@ -415,6 +468,11 @@ def _disputes(memories: list[Memory], edges: list[Relation]) -> dict[str, list[s
         notes.setdefault(older, []).append(f"contradicted by newer {newer}")
         notes.setdefault(newer, []).append(f"contradicts older {older}")
     return {i: list(dict.fromkeys(n)) for i, n in notes.items()}
+
+
+def _listed(budget: int) -> int:
+    """How many of the left-out items are listed at `budget` tokens, at most."""
+    return min(OMITTED_LISTED, max(OMITTED_MIN, budget // OMITTED_PER_TOKENS))
 
 
 def _header(project: str) -> str:

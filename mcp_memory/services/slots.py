@@ -13,6 +13,7 @@ from a bound token or `--isolated`) may read them but never write them.
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 from typing import Literal
 
 from mcp_memory.db import Tx
@@ -38,6 +39,33 @@ FitCase = Literal["create", "append", "content", "size_limit"]
 """Which call, or which of memory_slot_replace's arguments, broke a slot's limit: it decides the advice."""
 
 _NAME = re.compile(r"^[a-z][a-z0-9_]{0,63}$")
+
+_WRITTEN = "slots written"
+"""The book of `Tx.note` where each write of a slot notes, by id, where it lives, its name and whether
+what a list of slots shows of it changed."""
+
+
+@dataclass(frozen=True)
+class SlotChange:
+    """A slot a committed transaction wrote, for whoever shows slots (the server's resources)."""
+
+    scope: str | None
+    """The project it lives in (GLOBAL_PROJECT: a global slot); None when the write did not say (a
+    memory_forget or memory_import, which write slots as records of any kind)."""
+    name: str | None
+    listing: bool
+    """Whether what a list of slots shows of it may have changed: made, deleted or described anew."""
+
+
+def written_slots(tx: Tx) -> list[SlotChange]:
+    """The slots `tx` wrote, from its changes (call once it has committed: a rollback wrote none)."""
+    found = []
+    for kind, record_id, op in tx.changes:
+        if kind in ("slot", "slots"):  # a forget names the kind, an import the table
+            noted = tx.noted(_WRITTEN, record_id)
+            scope, name, described = noted if noted is not None else (None, None, False)
+            found.append(SlotChange(scope, name, described or op != "update"))
+    return found
 
 
 class SlotService(Service):
@@ -87,6 +115,7 @@ class SlotService(Service):
 
     async def get(self, project: str, name: str, scope: str | None = None) -> SlotView:
         """One slot: the project's, else the global one (or exactly the scope asked for)."""
+        _check_name(name)  # "Persona" breaks the rule, which says more than "not found"
         async with self.db.read() as conn:
             slot = await self._find(SlotRepository(conn), project, name, scope)
         return self.view(slot)
@@ -136,6 +165,7 @@ class SlotService(Service):
             _fits("content", slot, slot.content, "create", created=True, redacted=bool(scrub.summary()))
             await repo.add(slot)
             tx.changed("slot", slot.id, "create")
+            tx.note(_WRITTEN, {slot.id: (slot.project, slot.name, True)})
         return SlotResult(slot=self.view(slot), created=True, redacted=scrub.summary())
 
     async def append(
@@ -215,7 +245,7 @@ class SlotService(Service):
                 }
             )
             _fits(field, slot, body, field, created=created, redacted=bool(scrub.summary()))
-            await self._save(tx, slot, created)
+            await self._save(tx, slot, created, described=description is not None)
         return SlotResult(slot=self.view(slot), created=created, redacted=scrub.summary())
 
     async def delete(
@@ -246,6 +276,7 @@ class SlotService(Service):
             await repo.delete(slot.id)
             relations = await drop_relations(tx, [slot.id])
             tx.changed("slot", slot.id, "delete")
+            tx.note(_WRITTEN, {slot.id: (slot.project, slot.name, True)})
         scope = "global" if slot.project == GLOBAL_PROJECT else "project"
         return SlotDeleted(name=slot.name, scope=scope, id=slot.id, relations_deleted=relations)
 
@@ -290,13 +321,14 @@ class SlotService(Service):
             )
         return slot, False
 
-    async def _save(self, tx: Tx, slot: Slot, created: bool) -> None:
+    async def _save(self, tx: Tx, slot: Slot, created: bool, *, described: bool = False) -> None:
         repo = SlotRepository(tx)
         if created:
             await repo.add(slot)
         else:
             await repo.update(slot)
         tx.changed("slot", slot.id, "create" if created else "update")
+        tx.note(_WRITTEN, {slot.id: (slot.project, slot.name, created or described)})
 
     def _new(self, scope: str, name: str, content: str, limit: int, pinned: bool, description: str | None) -> Slot:
         now = self.now_iso()

@@ -1,27 +1,38 @@
-"""MCP prompts (session start and end) and resources (each slot, the compiled context)."""
+"""MCP prompts (session start and end), resources (each slot, the compiled context) and their change events."""
 
 from __future__ import annotations
 
 import dataclasses
 import json
+import logging
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 from urllib.parse import parse_qs
 
+import anyio.lowlevel
 from mcp.server.context import CallNext, HandlerResult, ServerMiddleware, ServerRequestContext
 from mcp.server.mcpserver import Context, MCPServer, ResourceSecurity, UserMessage
 from mcp.server.mcpserver.exceptions import ResourceNotFoundError, ToolError
 from mcp.server.mcpserver.utilities.func_metadata import FuncMetadata, func_metadata
 from mcp.shared.exceptions import MCPError
+from mcp.shared.subscriptions import ResourcesListChanged, ResourceUpdated, ServerEvent
+from mcp.shared.uri_template import UriTemplate
 from mcp_types import INVALID_PARAMS, Resource
 from pydantic import Field
 
 from mcp_memory.context import AppContext
 from mcp_memory.errors import MCPMemoryError, NotFoundError
+from mcp_memory.services.common import GLOBAL_PROJECT
+from mcp_memory.services.slots import written_slots
 from mcp_memory.tools._common import Ctx, Project, _argument_problem, app_of, text_safe
 from mcp_memory.tools.caller import agent_of, project_of
 from mcp_memory.tools.knowledge import memory_context
 from mcp_memory.tools.learning import TaskType
+
+if TYPE_CHECKING:
+    from mcp_memory.db import Tx
+
+logger = logging.getLogger(__name__)
 
 SESSION_START = """\
 Here is what you remember about this project. Use it; do not repeat work it says is done.
@@ -203,6 +214,10 @@ def check_prompt_arguments(prompts: Mapping[str, Callable[..., Awaitable[Any]]])
 _CONTEXT_URI, _SLOT_URI = "memory://context", "memory://slots/"
 _RESOURCE_ARGUMENTS = {_CONTEXT_URI: ("project", "query", "task_type", "budget"), _SLOT_URI: ("project",)}
 """The query arguments each resource takes, by the start of its URI (its template names them)."""
+_OUR_RULES = ResourceSecurity(exempt_params=frozenset({"name", *_RESOURCE_ARGUMENTS[_CONTEXT_URI]}))
+"""No argument of ours is a path, and each is checked by the rule the tools apply (check_project, the slot
+name rule, the tool's own limits), which names the field: the SDK's path checks would refuse valid project
+names such as "x:web", "C:" or ".." as an unknown resource."""
 
 
 def check_resource_arguments() -> ServerMiddleware[Any]:
@@ -270,6 +285,77 @@ def list_live_resources(server: MCPServer[AppContext]) -> ServerMiddleware[Any]:
     return listing
 
 
+_CONTEXT_TEMPLATE = f"{_CONTEXT_URI}{{?{','.join(_RESOURCE_ARGUMENTS[_CONTEXT_URI])}}}"
+_SLOT_TEMPLATE = f"{_SLOT_URI}{{name}}{{?{','.join(_RESOURCE_ARGUMENTS[_SLOT_URI])}}}"
+_UNSHOWN = frozenset({"index", "embedding"})
+"""Kinds of change that are upkeep of the search index, which no resource shows."""
+
+
+class ResourceEvents:
+    """The server's subscription bus (subscriptions/listen, protocol 2026-07-28), told of every commit.
+
+    It fans events out as the SDK's in-process bus does, and `committed`, which the database calls
+    after each transaction that committed (never after a rollback), publishes what that write changed:
+    ResourcesListChanged when a slot was made, deleted or described anew, and ResourceUpdated for the
+    URIs that may read differently now. A listen stream matches URIs exactly, so each is published as
+    clients spell them: as resources/list gives it (no project: the caller's own), and with the project
+    the template's way ("?project=x%3Aweb"). A global slot is published without a project and with the
+    writer's; the compiled context, after any write, for the write's project. Other spellings (a budget,
+    a query) and writes by other processes are not announced.
+    """
+
+    def __init__(self) -> None:
+        self._listeners: dict[object, Callable[[ServerEvent], None]] = {}
+
+    async def publish(self, event: ServerEvent) -> None:
+        self._deliver([event])
+        await anyio.lowlevel.checkpoint()  # as the SDK's bus: a burst lets the streams drain between events
+
+    def subscribe(self, listener: Callable[[ServerEvent], None]) -> Callable[[], None]:
+        token = object()
+        self._listeners[token] = listener
+
+        def unsubscribe() -> None:
+            self._listeners.pop(token, None)
+
+        return unsubscribe
+
+    def committed(self, tx: Tx) -> None:
+        """Publish what the committed transaction `tx` changed (a database commit listener)."""
+        if self._listeners:
+            self._deliver(changed_resources(tx))
+
+    def _deliver(self, events: Sequence[ServerEvent]) -> None:
+        for event in events:
+            for listener in list(self._listeners.values()):
+                try:
+                    listener(event)
+                except Exception:  # one stream's failure must not starve the others, nor fail the write
+                    logger.exception("a subscription listener failed")
+
+
+def changed_resources(tx: Tx) -> list[ServerEvent]:
+    """The events of the resources a committed transaction may have changed, each once."""
+    if all(kind in _UNSHOWN for kind, _, _ in tx.changes):
+        return []
+    project = tx.project if tx.project != GLOBAL_PROJECT else None
+    events: dict[ServerEvent, None] = {}  # ordered, without repeats
+    for slot in written_slots(tx):
+        if slot.listing:
+            events[ResourcesListChanged()] = None
+        if slot.name is not None:
+            for scope in dict.fromkeys([None, slot.scope if slot.scope != GLOBAL_PROJECT else None, project]):
+                events[ResourceUpdated(uri=resource_uri(_SLOT_TEMPLATE, scope, name=slot.name))] = None
+    for scope in dict.fromkeys([None, project]):
+        events[ResourceUpdated(uri=resource_uri(_CONTEXT_TEMPLATE, scope))] = None
+    return list(events)
+
+
+def resource_uri(template: str, project: str | None, **variables: str) -> str:
+    """A resource's URI as its template spells it, naming `project` when given."""
+    return UriTemplate.parse(template).expand({**variables, **({"project": project} if project else {})})
+
+
 def register_prompts_and_resources(server: MCPServer[AppContext], profile: str = "all") -> None:
     """Add the prompts and the context and slot resources (session_end needs the full tool profile)."""
     prompts: dict[str, Callable[..., Awaitable[Any]]] = {"session_start": session_start}
@@ -281,17 +367,18 @@ def register_prompts_and_resources(server: MCPServer[AppContext], profile: str =
     server.middleware.append(list_live_resources(server))
     server.middleware.append(check_resource_arguments())
     server.resource(
-        f"{_CONTEXT_URI}{{?{','.join(_RESOURCE_ARGUMENTS[_CONTEXT_URI])}}}",
+        _CONTEXT_TEMPLATE,
         name="context",
         title=CONTEXT_TITLE,
         description=CONTEXT_DESCRIPTION,
         mime_type="text/markdown",
-        security=ResourceSecurity(exempt_params={"query"}),  # a query is text, never a path: "/api" is fine
+        security=_OUR_RULES,
     )(context_resource)
     server.resource(
-        f"{_SLOT_URI}{{name}}{{?{','.join(_RESOURCE_ARGUMENTS[_SLOT_URI])}}}",
+        _SLOT_TEMPLATE,
         name="slot",
         title="Memory slot",
         description="The content of one slot (the project's, else the global one).",
         mime_type="text/plain",
+        security=_OUR_RULES,
     )(slot_resource)
