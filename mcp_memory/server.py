@@ -55,7 +55,7 @@ class SharedApp:
         self._users = 0
         self._app: AppContext | None = None
         self._stack: AsyncExitStack | None = None
-        self.events = ResourceEvents()
+        self.events = ResourceEvents(settings.project, settings.isolated)
 
     async def ready(self) -> bool:
         """Whether the application is open, its database answers and its index is built."""

@@ -20,10 +20,12 @@ import pytest
 from mcp import Client
 from mcp.client.session import ClientRequestContext
 from mcp.shared.exceptions import MCPError
+from mcp.shared.subscriptions import ResourceUpdated
 from mcp_types import ListRootsResult, Root
 
 from tests._servers import TOKEN, HttpServer, mcp_client, running, stdio_params
 from tests.conftest import call, call_error
+from tests.test_context_resource_fixes import events_until
 
 PROJECTS = ("alpha", "beta", "gamma")
 BOUND = {p: f"{p}-bound-token-0123456789abcdef" for p in PROJECTS}
@@ -447,3 +449,21 @@ async def test_the_clients_roots_choose_the_project_and_isolated_refuses_others(
                 assert expected in text
             else:
                 await call(client, "memory_save", content=f"Saved in {other}.", project=other)
+
+
+async def test_a_project_bound_listener_hears_nothing_of_another_projects_writes(server: HttpServer) -> None:
+    mine, theirs = PROJECTS[0], PROJECTS[1]
+    watched = ["memory://context", "memory://slots/listen_probe", f"memory://context?project={quote(theirs)}"]
+
+    async with (
+        mcp_client(server, BOUND[mine]) as listener,
+        mcp_client(server, BOUND[theirs]) as other,
+        listener.listen(resources_list_changed=True, resource_subscriptions=watched) as subscription,
+    ):
+        await call(other, "memory_slot_create", name="listen_probe", content="not yours")
+        await call(other, "memory_save", content="A fact of another project.")
+        await call(listener, "memory_save", content="A fact of my own.")
+        # Events keep the order of the writes: any of the other project's would come first.
+        seen = await events_until(subscription, {ResourceUpdated("memory://context")})
+
+    assert seen == [ResourceUpdated("memory://context")]

@@ -48,7 +48,11 @@ class _Roots:
 
 def grant_of(ctx: Ctx) -> dict[str, Any]:
     """The claims of the bearer token of this request ({} without one)."""
-    request = ctx.request_context.request
+    return claims_of(ctx.request_context.request)
+
+
+def claims_of(request: object) -> dict[str, Any]:
+    """The claims of the bearer token of an HTTP request ({} without one, or over stdio)."""
     scope = getattr(request, "scope", None)
     user = scope.get("user") if isinstance(scope, dict) else None
     token = getattr(user, "access_token", None)

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import contextvars
 import dataclasses
 import json
 import logging
 from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Annotated, Any
 from urllib.parse import parse_qs
 
@@ -25,7 +27,7 @@ from mcp_memory.errors import MCPMemoryError, NotFoundError
 from mcp_memory.services.common import GLOBAL_PROJECT
 from mcp_memory.services.slots import written_slots
 from mcp_memory.tools._common import Ctx, Project, _argument_problem, app_of, text_safe
-from mcp_memory.tools.caller import agent_of, project_of
+from mcp_memory.tools.caller import agent_of, claims_of, project_of
 from mcp_memory.tools.knowledge import memory_context
 from mcp_memory.tools.learning import TaskType
 
@@ -291,29 +293,52 @@ _UNSHOWN = frozenset({"index", "embedding"})
 """Kinds of change that are upkeep of the search index, which no resource shows."""
 
 
+@dataclass(frozen=True)
+class Audience:
+    """Whose events a listen stream hears: its caller's project (what a resource without `?project=`
+    reads), and whether the caller may name no other (a bound token, or `--isolated`)."""
+
+    own: str
+    restricted: bool
+
+    def hears_of(self, project: str) -> bool:
+        """Whether this stream may hear of writes to `project`'s resources by name."""
+        return not self.restricted or project == self.own
+
+
+_BOUND: contextvars.ContextVar[str | None] = contextvars.ContextVar("mcp_memory_listen_bound", default=None)
+"""The project a listen request's bearer token is bound to, while the SDK subscribes its stream."""
+
+
 class ResourceEvents:
     """The server's subscription bus (subscriptions/listen, protocol 2026-07-28), told of every commit.
 
     It fans events out as the SDK's in-process bus does, and `committed`, which the database calls
-    after each transaction that committed (never after a rollback), publishes what that write changed:
-    ResourcesListChanged when a slot was made, deleted or described anew, and ResourceUpdated for the
-    URIs that may read differently now. A listen stream matches URIs exactly, so each is published as
-    clients spell them: as resources/list gives it (no project: the caller's own), and with the project
-    the template's way ("?project=x%3Aweb"). A global slot is published without a project and with the
-    writer's; the compiled context, after any write, for the write's project. Other spellings (a budget,
-    a query) and writes by other processes are not announced.
+    after each transaction that committed (never after a rollback), publishes to each stream what that
+    write changed of the resources its caller reads: ResourcesListChanged when a slot the caller lists
+    was made, deleted or described anew, and ResourceUpdated for the URIs that may read differently
+    now. A listen stream matches URIs exactly, so each is published as clients spell them: as
+    resources/list gives it (no project: the caller's own), and with the project the template's way
+    ("?project=x%3Aweb"). A restricted caller hears nothing of another project's writes, not even
+    that they happened. Other spellings (a budget, a query) and writes by other processes are not
+    announced.
     """
 
-    def __init__(self) -> None:
-        self._listeners: dict[object, Callable[[ServerEvent], None]] = {}
+    def __init__(self, project: str, isolated: bool) -> None:
+        self._project = project
+        self._isolated = isolated
+        self._listeners: dict[object, tuple[Callable[[ServerEvent], None], Audience]] = {}
 
     async def publish(self, event: ServerEvent) -> None:
-        self._deliver([event])
+        self._deliver([(listener, [event]) for listener, _ in self._listeners.values()])
         await anyio.lowlevel.checkpoint()  # as the SDK's bus: a burst lets the streams drain between events
 
     def subscribe(self, listener: Callable[[ServerEvent], None]) -> Callable[[], None]:
+        """Add a stream; the SDK calls this while serving its listen request (see `scope_listen`)."""
+        bound = _BOUND.get()
+        audience = Audience(bound or self._project, bool(bound) or self._isolated)
         token = object()
-        self._listeners[token] = listener
+        self._listeners[token] = (listener, audience)
 
         def unsubscribe() -> None:
             self._listeners.pop(token, None)
@@ -322,31 +347,61 @@ class ResourceEvents:
 
     def committed(self, tx: Tx) -> None:
         """Publish what the committed transaction `tx` changed (a database commit listener)."""
-        if self._listeners:
-            self._deliver(changed_resources(tx))
+        if not self._listeners or all(kind in _UNSHOWN for kind, _, _ in tx.changes):
+            return
+        by_audience: dict[Audience, list[ServerEvent]] = {}
+        for _, audience in self._listeners.values():
+            if audience not in by_audience:
+                by_audience[audience] = changed_resources(tx, audience)
+        self._deliver([(listener, by_audience[audience]) for listener, audience in self._listeners.values()])
 
-    def _deliver(self, events: Sequence[ServerEvent]) -> None:
-        for event in events:
-            for listener in list(self._listeners.values()):
+    @staticmethod
+    def _deliver(batches: Sequence[tuple[Callable[[ServerEvent], None], Sequence[ServerEvent]]]) -> None:
+        for listener, events in batches:
+            for event in events:
                 try:
                     listener(event)
                 except Exception:  # one stream's failure must not starve the others, nor fail the write
                     logger.exception("a subscription listener failed")
 
 
-def changed_resources(tx: Tx) -> list[ServerEvent]:
-    """The events of the resources a committed transaction may have changed, each once."""
-    if all(kind in _UNSHOWN for kind, _, _ in tx.changes):
-        return []
-    project = tx.project if tx.project != GLOBAL_PROJECT else None
+async def scope_listen(ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> HandlerResult:
+    """Server middleware: a listen stream is subscribed knowing its caller's bearer token binding."""
+    if ctx.method != "subscriptions/listen":
+        return await call_next(ctx)
+    bound = claims_of(ctx.request).get("project")
+    token = _BOUND.set(str(bound) if bound else None)
+    try:
+        return await call_next(ctx)
+    finally:
+        _BOUND.reset(token)
+
+
+def changed_resources(tx: Tx, audience: Audience) -> list[ServerEvent]:
+    """The events of the resources a committed transaction may have changed that `audience` reads, each once."""
+    write = tx.project  # None: a write of records of any project (an import)
     events: dict[ServerEvent, None] = {}  # ordered, without repeats
     for slot in written_slots(tx):
-        if slot.listing:
+        where = slot.scope or write
+        if where is None:  # which project's slot is not known: only an unrestricted caller may hear of it
+            if slot.listing and not audience.restricted:
+                events[ResourcesListChanged()] = None
+            continue
+        listed = where in (audience.own, GLOBAL_PROJECT)  # resources/list and bare URIs read these
+        if slot.listing and listed:
             events[ResourcesListChanged()] = None
-        if slot.name is not None:
-            for scope in dict.fromkeys([None, slot.scope if slot.scope != GLOBAL_PROJECT else None, project]):
-                events[ResourceUpdated(uri=resource_uri(_SLOT_TEMPLATE, scope, name=slot.name))] = None
-    for scope in dict.fromkeys([None, project]):
+        if slot.name is None:
+            continue
+        named = [audience.own] if where == GLOBAL_PROJECT else [where]
+        if where == GLOBAL_PROJECT and write not in (None, GLOBAL_PROJECT):
+            named.append(write)
+        for scope in [None] * listed + [p for p in named if audience.hears_of(p)]:
+            events[ResourceUpdated(uri=resource_uri(_SLOT_TEMPLATE, scope, name=slot.name))] = None
+    if write is None or write == GLOBAL_PROJECT:  # every project's context may show it
+        scopes: list[str | None] = [None, audience.own] if write or not audience.restricted else []
+    else:
+        scopes = ([None] if write == audience.own else []) + ([write] if audience.hears_of(write) else [])
+    for scope in scopes:
         events[ResourceUpdated(uri=resource_uri(_CONTEXT_TEMPLATE, scope))] = None
     return list(events)
 
@@ -366,6 +421,7 @@ def register_prompts_and_resources(server: MCPServer[AppContext], profile: str =
     server.middleware.append(check_prompt_arguments(prompts))
     server.middleware.append(list_live_resources(server))
     server.middleware.append(check_resource_arguments())
+    server.middleware.append(scope_listen)
     server.resource(
         _CONTEXT_TEMPLATE,
         name="context",
