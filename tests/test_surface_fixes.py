@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import re
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -14,24 +12,13 @@ from pydantic import ValidationError
 from mcp_memory.config import SHOWN_DEFAULTS, Settings
 from mcp_memory.search.embeddings import DEFAULT_SENTENCE_TRANSFORMER
 from mcp_memory.server import build_server
-from tests._servers import server_env
 from tests.conftest import FakeClock, call, call_error
+from tests.test_cli_fixes import _cli
 
 pytestmark = pytest.mark.anyio
 
 ROOT = Path(__file__).resolve().parent.parent
 CORE_NOTE = "not exposed: the server runs with --tools core"
-
-
-def _cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "mcp_memory", *args],
-        stdin=subprocess.DEVNULL,
-        capture_output=True,
-        text=True,
-        env=server_env(env),
-        timeout=60,
-    )
 
 
 # 1. A new lesson must not be born faded
