@@ -228,6 +228,20 @@ class SessionRepository(Repository):
             (count, title, drop_summary, drop_summary, drop_summary, at, session_id),
         )
 
+    async def drop_summaries_since(self, written: Sequence[tuple[str, str]], at: str) -> list[str]:
+        """Drop the summary of each session, given as (id, time), that was written at or after that time
+        (it may quote what was recorded then); returns the sessions whose summary went."""
+        dropped = []
+        for session_id, since in written:
+            row = await self.conn.fetchone(
+                "UPDATE sessions SET summary = NULL, summary_source = NULL, summarized_at = NULL, updated_at = ? "
+                "WHERE id = ? AND summary IS NOT NULL AND summarized_at >= ? RETURNING id",
+                (at, session_id, since),
+            )
+            if row is not None:
+                dropped.append(str(row[0]))
+        return dropped
+
     async def recount(self, session_ids: Sequence[str], at: str) -> list[Session]:
         """Count those sessions' observations again (stored ones plus the folded) and move each one's
         activity time up to its latest observation; returns the sessions that changed.

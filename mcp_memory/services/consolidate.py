@@ -3,9 +3,10 @@
 Steps, in order: relink memory version chains left out of line; merge near-duplicate memories into
 version chains (never two linked `contradicts`: a conflict to resolve, not a duplicate); promote
 facts that recur in `promote_min_sessions` sessions into memories (never one a forgotten memory said
-or a newer version of a memory replaced, nor two that say nearly the same); end sessions idle past
-`session_idle_minutes` and crystallize ended sessions without a current summary; persist lesson
-decay and soft-delete faded lessons; fold sessions down to the cap; prune outcomes older than
+or a newer version of a memory replaced, nor two that say nearly the same); fold sessions down to
+the cap (writing again the summaries they had); end sessions idle past `session_idle_minutes` and
+crystallize ended sessions without a current summary; persist lesson decay and soft-delete faded
+lessons; prune outcomes older than
 `outcome_retention_days` whose task type has a heuristic that holds and which that heuristic or an
 anti-pattern counts (their score, success and time stay in pruned_outcomes for score histories);
 drop heuristics that no longer hold; last, delete stored search words no record uses
@@ -121,9 +122,10 @@ class ConsolidateService(Service):
             ("relinking broken version chains", lambda tx, project: self._relink_chains(tx, project, relinked)),
             ("merging near-duplicate memories", lambda tx, project: self._merge(tx, project, plan, relinked)),
             ("promoting recurring facts", lambda tx, project: self._promote_facts(tx, project, candidates)),
+            # Folded first, so that a summary written in this pass tells what the session keeps.
+            ("folding sessions over the cap", self._fold),
             ("crystallizing ended sessions", self._crystallize),
             ("persisting lesson decay", lambda tx, project: self._decay_lessons(tx, project, restricted is None)),
-            ("folding sessions over the cap", self._fold),
             ("pruning old outcomes", self.upkeep.prune_outcomes),
             ("dropping weak heuristics", self.upkeep.drop_heuristics),
         ]
@@ -324,9 +326,12 @@ class ConsolidateService(Service):
         return changes
 
     async def _fold(self, tx: Tx, project: str) -> list[Change]:
-        return [
-            Change(kind="observation", action="folded", id=i) for i in await self.episodic.fold_over_cap(tx, project)
-        ]
+        """Fold the sessions over the cap, and write again the summaries they had (those told what folded)."""
+        folded = await self.episodic.fold_over_cap(tx, project)
+        changes = [Change(kind="observation", action="folded", id=i) for ids in folded.values() for i in ids]
+        for session_id in await self.summaries.refresh(tx, sorted(s for s, ids in folded.items() if ids)):
+            changes.append(Change(kind="session", action="crystallized", id=session_id, detail="after folding"))
+        return changes
 
     @staticmethod
     async def _pointed_at(tx: Tx, ids: list[str]) -> set[str]:

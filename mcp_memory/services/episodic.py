@@ -240,15 +240,16 @@ class EpisodicService(Service):
         if spec is not None:
             await self.deps.indexer.put(tx, spec)
 
-    async def fold_over_cap(self, tx: Tx, project: str) -> list[str]:
-        """Fold every session of the project down to the cap (after it was lowered); returns the folded ids."""
-        folded = []
+    async def fold_over_cap(self, tx: Tx, project: str) -> dict[str, list[str]]:
+        """Fold every session of the project down to the cap (after it was lowered); returns the folded
+        ids by session."""
+        folded = {}
         now = self.now_iso()
         sessions = SessionRepository(tx)
         for session_id in await sessions.over_cap(project, self.settings.observation_cap):
             session = await sessions.get(session_id, project)
             kept = session.observation_count - session.folded_count
-            folded += await self._enforce_cap(tx, session_id, project, kept, keep=None, now=now)
+            folded[session_id] = await self._enforce_cap(tx, session_id, project, kept, keep=None, now=now)
         return folded
 
     async def sessions(self, project: str, status: str, limit: int, offset: int) -> SessionList:

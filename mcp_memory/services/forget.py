@@ -31,7 +31,7 @@ from mcp_memory.repositories.sessions import SessionRepository
 from mcp_memory.services.common import GLOBAL_PROJECT, Deps, Service, time_window
 from mcp_memory.services.episodic_docs import digest_line_minute
 from mcp_memory.services.forget_derived import clear_reflection, derived_from
-from mcp_memory.services.forget_sessions import thin_sessions
+from mcp_memory.services.forget_sessions import thin_sessions, unsummarise
 from mcp_memory.services.index_build import FORGET_ACTION
 from mcp_memory.services.lessons import LessonService
 from mcp_memory.services.memories import memory_doc
@@ -198,10 +198,12 @@ class ForgetService(Service):
             if plan.reflection:
                 await clear_reflection(tx, project, self.now_iso())
             records = RecordNames(tx)
-            gone = await OutcomeRepository(tx).get_many(plan.others.get("outcome", []), project) if derived else []
+            outcomes = await OutcomeRepository(tx).get_many(plan.others.get("outcome", []), project)
             for other_kind, other_ids in plan.others.items():
                 await records.delete(other_kind, other_ids)
-            await self.recount.after_forget(tx, gone)  # what counted them and stays, without them
+            await self.recount.after_forget(tx, outcomes if derived else [])  # what counted them and stays
+            kept = [o for o in outcomes if o.session_id not in plan.sessions]
+            await unsummarise(tx, self.deps.indexer, project, kept, self.now_iso())
             doomed = plan.doomed()  # with the relations touching them, deleted above as records of their own
             await self.deps.indexer.drop(tx, doomed)
             await self.deps.indexer.put_many(tx, [memory_doc(m) for m in await memories.get_many(orphans, project)])

@@ -1,5 +1,6 @@
-"""What memory_forget does to the sessions that stay when some of their observations go: counted,
-numbered and titled without them, their digest lines cut, and no summary left that may quote them."""
+"""What memory_forget does to the sessions that stay when some of their observations or outcomes go:
+counted, numbered and titled without them, their digest lines cut, and no summary left that may
+quote them."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ from collections import defaultdict
 from collections.abc import Sequence
 
 from mcp_memory.db import Tx
-from mcp_memory.models.records import Observation
+from mcp_memory.models.records import Observation, Outcome
 from mcp_memory.repositories.observations import ObservationRepository
 from mcp_memory.repositories.sessions import SessionRepository
 from mcp_memory.services.compress import shorten
@@ -74,6 +75,23 @@ async def thin_sessions(
     await indexer.put_many(tx, [observation_doc(o) for o in await observations.get_many(renumbered, project)])
     for obs_id in renumbered:
         tx.changed("observation", obs_id, "update")
+
+
+async def unsummarise(tx: Tx, indexer: Indexer, project: str, outcomes: Sequence[Outcome], now: str) -> None:
+    """Drop the summaries of the sessions of forgotten `outcomes` written once those were recorded (a
+    summary tells how a session's tasks went); crystallize / consolidate write them again without."""
+    sessions = SessionRepository(tx)
+    earliest: dict[str, str] = {}
+    for outcome in outcomes:
+        if outcome.session_id is not None:
+            earliest[outcome.session_id] = min(outcome.created_at, earliest.get(outcome.session_id, outcome.created_at))
+    for session_id in await sessions.drop_summaries_since(sorted(earliest.items()), now):
+        tx.changed("session", session_id, "update")
+        spec = await session_doc_of(tx, await sessions.get(session_id, project))
+        if spec is None:
+            await indexer.drop(tx, [session_id])
+        else:
+            await indexer.put(tx, spec)
 
 
 def _quotes(line: str, title: str) -> bool:

@@ -24,6 +24,7 @@ import anyio.to_thread
 
 from mcp_memory.clock import to_iso
 from mcp_memory.db import Conn, Tx
+from mcp_memory.errors import InvalidInputError
 from mcp_memory.ids import new_id
 from mcp_memory.models.learning import LessonView
 from mcp_memory.models.loop import ReflectResult, SummarySource
@@ -176,7 +177,8 @@ class ReflectService(Service):
         lines = [f"- [{o.type}] {shorten(o.title, 160)}" for o in observations]
         for outcome in outcomes[-SHOWN_OUTCOMES:]:
             verdict = "succeeded" if outcome.success else f"failed: {shorten(outcome.error or '', 100)}"
-            lines.append(f"- outcome: {shorten(outcome.task, 100)} {verdict} (strategy: {outcome.strategy or '?'})")
+            strategy = shorten(outcome.strategy, 100) if outcome.strategy else "?"
+            lines.append(f"- outcome: {shorten(outcome.task, 100)} {verdict} (strategy: {strategy})")
         return SAMPLING_PROMPT.format(record="\n".join(lines))
 
     def _learned(self, found: Sequence[tuple[Lesson, bool]]) -> list[LessonView]:
@@ -193,6 +195,11 @@ class ReflectService(Service):
         tx.changed("profile", project, "reflect")
 
     def _window(self, session_id: str | None, since: str | None, until: str | None) -> tuple[str | None, str | None]:
+        if session_id is not None and (since is not None or until is not None):
+            # A session is reviewed whole: a window beside it would be reported but not applied.
+            raise InvalidInputError(
+                "since" if since is not None else "until", "give session_id or a window (since, until), not both"
+            )
         start, end = time_window(since, until, self.zone)
         if session_id is None and start is None and end is None:
             start = to_iso(self.now() - timedelta(days=REFLECT_DAYS))

@@ -172,10 +172,10 @@ class SummaryService(Service):
         """The extractive summary of a session (pairing its errors with their fixes by the observations'
         stored `cues`, by id, where there are)."""
         title = session.title or _title_for(observations) or public_id(session.id)
-        first = (observations[0].occurred_at or observations[0].created_at) if observations else session.started_at
-        last = (
-            (observations[-1].occurred_at or observations[-1].created_at) if observations else session.last_activity_at
-        )
+        # In recording order, but a caller may record past turns late: the span is earliest to latest.
+        happened = [o.occurred_at or o.created_at for o in observations]
+        first = min(happened) if happened else session.started_at
+        last = max(happened) if happened else session.last_activity_at
         kept = session.observation_count - session.folded_count
         span = f"{local_minute(first, self.zone)} to {local_minute(last, self.zone)}"
         decisions = [o for o in observations if o.type == "decision"]

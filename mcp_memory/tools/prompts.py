@@ -100,7 +100,7 @@ async def session_start(
 SESSION_END = """\
 Before this session ends, record what it taught, so the next session starts smarter{project_hint}:
 
-1. For each task you attempted{task_hint}, call memory_outcome_record with: task, task_type
+1. For each task you attempted{task_hint}, call memory_outcome_record{session_arg} with: task, task_type
    (e.g. bugfix, refactor, feature), success and/or score (0-1), strategy (the approach), steps,
    error (if it failed), mistakes and successes (short sentences), and mistake_cards for any wrong
    decision worth remembering (type, wrong_decision, correct_decision, why).
