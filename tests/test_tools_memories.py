@@ -162,7 +162,7 @@ async def test_explicit_supersedes_replaces_a_dissimilar_memory(client: Client) 
     assert new["superseded_id"] == old["id"]
     assert new["version"] == 2
     assert new["root_id"] == old["id"]
-    assert new["kind"] == "fact"
+    assert new["kind"] == "convention"  # a new version keeps its chain's kind unless told another
     detail = await call(client, "memory_get", id=old["id"])
     assert detail["latest_id"] == new["id"]
 

@@ -17,6 +17,8 @@ from mcp_memory.search.index import SearchFilter
 from mcp_memory.services.common import Deps, Service, jaccard, moment
 from mcp_memory.services.index_docs import DocSpec
 
+DEFAULT_KIND = "fact"
+"""The kind of a memory saved without one that replaces none."""
 SUPERSEDE_THRESHOLD = 0.7
 """Saving a memory whose term set has Jaccard similarity above this with a live one supersedes it."""
 
@@ -54,7 +56,7 @@ class MemoryService(Service):
         self,
         project: str,
         content: str,
-        kind: str = "fact",
+        kind: str | None = None,
         *,
         title: str | None = None,
         concepts: Sequence[str] | None = None,
@@ -76,7 +78,7 @@ class MemoryService(Service):
             project=project,
             agent_id=agent,
             session_id=session_id,
-            kind=kind,
+            kind=kind or DEFAULT_KIND,
             title=" ".join((scrub.optional(title) or "").split()) or None,  # a blank title is none
             content=content,
             concepts=sorted({c.strip().casefold() for c in scrub.many(concepts) or [] if c.strip()}),
@@ -89,7 +91,7 @@ class MemoryService(Service):
             updated_at=now,
         )
         optional = {
-            "title": title, "concepts": concepts, "files": files, "importance": importance, "ref": ref,
+            "kind": kind, "title": title, "concepts": concepts, "files": files, "importance": importance, "ref": ref,
             "occurred_at": occurred_at, "session_id": session_id,
         }  # fmt: skip
         given = {name for name, value in optional.items() if value is not None}
@@ -111,7 +113,7 @@ class MemoryService(Service):
                 )
             inherited = {
                 name: getattr(parent, name)
-                for name in ("title", "concepts", "files", "importance")
+                for name in ("kind", "title", "concepts", "files", "importance")
                 if parent is not None and name not in given
             }
             mem = draft.model_copy(
@@ -328,7 +330,7 @@ def _normal(content: str) -> str:
 
 
 def _same(old: Memory, new: Memory, given: set[str]) -> bool:
-    """Whether saving `new` would change nothing: same content and kind, and every field the caller gave."""
-    if (old.content, old.kind) != (new.content, new.kind):
+    """Whether saving `new` would change nothing: same content, and every field the caller gave (its kind too)."""
+    if old.content != new.content:
         return False
     return all(getattr(old, name) == getattr(new, name) for name in given)

@@ -24,10 +24,11 @@ from mcp_memory.tools._common import (
 from mcp_memory.tools.caller import agent_of, project_of, restricted_to
 
 MemoryKind = Annotated[
-    str,
+    str | None,
     Field(
         pattern=r"^[a-z][a-z0-9_]{0,39}$",
-        description="fact, preference, decision, pattern, convention, person, project (or your own snake_case kind).",
+        description="fact, preference, decision, pattern, convention, person, project (or your own snake_case "
+        "kind); default: the kind of the memory it replaces, else fact.",
     ),
 ]
 Kinds = Annotated[
@@ -39,7 +40,7 @@ Kinds = Annotated[
 async def memory_save(
     ctx: Ctx,
     content: Annotated[str, Field(min_length=1, max_length=20_000, description="The fact, decision or preference.")],
-    kind: MemoryKind = "fact",
+    kind: MemoryKind = None,
     title: Annotated[str | None, Field(max_length=300, description="Short title.")] = None,
     concepts: Concepts = None,
     files: Files = None,
