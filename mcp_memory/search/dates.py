@@ -126,9 +126,20 @@ def record_tokens(text: str, at: float | None, zone: tzinfo = UTC) -> list[str]:
         # the year 1 a year ("@0000")
         with contextlib.suppress(OverflowError):
             tokens += [token for token in _resolve(match, day) if token[1] != "-" and token[1:5] != "0000"]
-    # and each day and month again without its year, for questions that name none: `@--05-07`, `@--05`
-    tokens += [f"{PREFIX}--{token[6:]}" for token in tokens if len(token) in (8, 11) and token[1] != "-"]
-    return list(dict.fromkeys(tokens))  # a date named twice is still one date
+    return _with_yearless(tokens)
+
+
+def text_tokens(text: str) -> list[str]:
+    """Date tokens of the dates a text writes out, for a record with no date of its own (a lesson:
+    "since the 2024-12-20 outage"); its relative phrases name no day without one."""
+    return _with_yearless([token for phrase in _absolute_dates(text)[0] for token in phrase.tokens])
+
+
+def _with_yearless(tokens: list[str]) -> list[str]:
+    """The tokens, and each day and month again without its year, for questions that name none:
+    `@--05-07`, `@--05`; a date named twice is still one date."""
+    tokens = tokens + [f"{PREFIX}--{token[6:]}" for token in tokens if len(token) in (8, 11) and token[1] != "-"]
+    return list(dict.fromkeys(tokens))
 
 
 def local_day(at: float, zone: tzinfo) -> date:

@@ -46,8 +46,9 @@ def spec_text(spec: DocSpec) -> str:
 
 
 def spec_terms(spec: DocSpec, analyzer: Analyzer, zone: ZoneInfo) -> tuple[str, Counter[str], int]:
-    """A record's whole text, its terms counted by field weight (with its date tokens when dated),
-    and its length: of the words only, as date tokens say when and do not lengthen a record."""
+    """A record's whole text, its terms counted by field weight (with its date tokens: its own date's
+    and its text's when dated, else its text's), and its length: of the words only, as date tokens
+    say when and do not lengthen a record."""
     counts: Counter[str] = Counter()
     for text, weight in spec.fields:
         if text:
@@ -55,8 +56,10 @@ def spec_terms(spec: DocSpec, analyzer: Analyzer, zone: ZoneInfo) -> tuple[str, 
                 counts[term] += weight
     whole = spec_text(spec)
     length = sum(counts.values())
-    if spec.dated:
-        counts.update(dates.record_tokens(whole, epoch(spec.at), zone))
+    # A query takes a written date as a date, not as words: only a token meets it, so a record with no
+    # date of its own (a lesson) still carries those of the dates its text writes out.
+    tokens = dates.record_tokens(whole, epoch(spec.at), zone) if spec.dated else []
+    counts.update(tokens or dates.text_tokens(whole))
     return whole, counts, length
 
 
