@@ -376,8 +376,10 @@ async def _end_read(raw: aiosqlite.Connection) -> None:
 
 
 def fold_tag(tag: str) -> str:
-    """A tag as tags are compared: stripped and casefolded (full Unicode)."""
-    return tag.strip().casefold()
+    """A tag as tags are compared: stripped, composed (NFC, as project names are) and casefolded (full
+    Unicode), so "cafe\u0301" and "CAFÉ" are one tag. Composed again after folding, which can decompose
+    ("ǰ" folds to "j" and a combining caron)."""
+    return unicodedata.normalize("NFC", unicodedata.normalize("NFC", tag.strip()).casefold())
 
 
 def _folded(value: object) -> object:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import AsyncIterator, Sequence
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 from typing import Any, Literal, NamedTuple
 
@@ -262,6 +263,27 @@ class ArchiveRepository(Repository):
             )
             found.update(row[0] for row in rows)
         return found
+
+    async def drop_dependencies(
+        self, action_ids: Sequence[str], keep: AbstractSet[tuple[str, str]]
+    ) -> list[tuple[str, str]]:
+        """Delete the stored dependencies of those actions that `keep` lacks; returns them, as
+        (action id, what it depended on), in that order."""
+        dropped: list[tuple[str, str]] = []
+        for chunk in chunked(list(dict.fromkeys(action_ids)), _CHUNK):
+            rows = await self.conn.fetchall(
+                "SELECT action_id, depends_on FROM action_dependencies "
+                f"WHERE action_id IN ({placeholders(len(chunk))}) ORDER BY action_id, depends_on",
+                tuple(chunk),
+            )
+            dropped += [(row[0], row[1]) for row in rows if (row[0], row[1]) not in keep]
+        for pairs in chunked(dropped, _CHUNK):
+            await self.conn.execute(
+                "DELETE FROM action_dependencies WHERE (action_id, depends_on) "
+                f"IN (VALUES {', '.join('(?, ?)' for _ in pairs)})",
+                tuple(value for pair in pairs for value in pair),
+            )
+        return dropped
 
     async def defer_foreign_keys(self) -> None:
         """Check foreign keys at commit instead of per row, so rows may arrive in any order."""

@@ -13,6 +13,7 @@ first) then age (oldest first).
 
 from __future__ import annotations
 
+import unicodedata
 from collections.abc import Mapping, Sequence
 
 from mcp_memory.db import Conn, Tx, fold_tag
@@ -288,7 +289,9 @@ class ActionService(Service):
         """A done parent with an open child is not done: reopen it (and its done ancestors).
 
         A parent is active again only when the child is being worked on and nothing it depends on is
-        unfinished (an active action never waits for a dependency); otherwise it is pending.
+        unfinished (an active action never waits for a dependency); otherwise it is pending. Each one
+        reopened is stamped with the child's change time, as any write is: an import elsewhere takes
+        the newer row, so a copy holding the parent done learns it was reopened.
         """
         if action.status not in OPEN_STATUSES or action.parent_id is None:
             return []
@@ -300,7 +303,8 @@ class ActionService(Service):
                 break
             working = working and not await self._unfinished(repo, ancestor, None)
             status = "active" if working else "pending"
-            await repo.update(ancestor.model_copy(update={"status": status, "completed_at": None}))
+            reopened_row = {"status": status, "completed_at": None, "updated_at": action.updated_at}
+            await repo.update(ancestor.model_copy(update=reopened_row))
             tx.changed("action", ancestor.id, "reopen")
             reopened.append(ancestor.id)
         return reopened
@@ -378,14 +382,15 @@ class ActionService(Service):
 
 
 def _tags(scrub: Scrubber, tags: Sequence[str]) -> list[str]:
-    """Tags as stored: scrubbed, stripped, one per spelling ignoring case (the first kept), sorted."""
+    """Tags as stored: scrubbed, stripped, composed (NFC), one per spelling ignoring case and Unicode
+    form (the first kept), sorted."""
     for i, tag in enumerate(tags):
         if not tag.strip():  # dropping it would say nothing, and on an update would clear the tags
             raise InvalidInputError(f"tags.{i}", "must contain text (tags=[] clears an action's tags)")
     kept: dict[str, str] = {}
     for tag in scrub.many(tags) or []:
         if tag.strip():
-            kept.setdefault(fold_tag(tag), tag.strip())
+            kept.setdefault(fold_tag(tag), unicodedata.normalize("NFC", tag.strip()))
     return sorted(kept.values(), key=str.casefold)
 
 

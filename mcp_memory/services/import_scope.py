@@ -324,6 +324,27 @@ class ImportTally:
     refolded: int = 0
     projects: set[str] = field(default_factory=set)
     """Projects the import wrote records of."""
+    actions: dict[str, bool] = field(default_factory=dict)
+    """The document's actions: id -> whether its row was written (new here, or newer than the stored one)."""
+    dependencies: set[tuple[str, str]] = field(default_factory=set)
+    """The document's dependencies, as (action id, what it depends on), of the actions whose row it wrote."""
+
+    def note_graph(self, record: BaseModel, written: bool) -> None:
+        """Note an imported action row, or a dependency of an action whose row was written.
+
+        Every change to an action's dependencies stamps the action, so its dependencies are those
+        of its row kept: the stored ones when the stored row stays (see `stale`), else the
+        document's (the import drops the others at the end).
+        """
+        if isinstance(record, Action):
+            self.actions[record.id] = self.actions.get(record.id, False) or written
+        elif isinstance(record, ActionDependency) and self.actions.get(record.action_id):
+            self.dependencies.add((record.action_id, record.depends_on))
+
+    def stale(self, record: BaseModel) -> bool:
+        """Whether a row is a dependency of an action whose stored row the document's did not replace
+        (the stored one is as new or newer, and so are its dependencies): it is left out."""
+        return isinstance(record, ActionDependency) and self.actions.get(record.action_id) is False
 
     def seen(self, table: str) -> int:
         """Rows of `table` stored so far (the position of its next row in the document)."""

@@ -16,7 +16,7 @@ from mcp_memory.db import Tx
 from mcp_memory.errors import ConflictError, ImportFormatError, InvalidInputError
 from mcp_memory.models.records import FoldedObservation, Observation, Outcome, Session
 from mcp_memory.models.results import ExportResult, ImportResult
-from mcp_memory.repositories.archive import ArchiveRepository, RowConflict
+from mcp_memory.repositories.archive import ArchiveRepository, RowConflict, UpsertResult
 from mcp_memory.repositories.archive_tables import TABLES, TableSpec
 from mcp_memory.repositories.forgotten import ForgottenRepository
 from mcp_memory.repositories.meta import MetaRepository
@@ -227,7 +227,7 @@ class OperationsService(Service):
         chunk = await tally.scope.rename(archive, spec, chunk)
         await tally.scope.check_global(archive, spec, chunk, tally.seen(spec.name))
         try:
-            outcomes = await archive.upsert_many(spec, chunk)
+            outcomes = await _upsert(archive, spec, chunk, tally)
         except RowConflict as exc:
             where = f"document.tables.{spec.name}[{tally.seen(spec.name) + exc.position}].{exc.columns[-1]}"
             raise ImportFormatError(
@@ -259,6 +259,7 @@ class OperationsService(Service):
                 if grown is not None and grown not in tally.added:
                     tally.grown.add(grown)
                 tx.changed(spec.name, key, "import")
+            tally.note_graph(record, outcome.inserted or outcome.updated)
             tally.count(spec.name, outcome)
             if spec.name == "mistake_cards" and not (outcome.inserted or outcome.updated):
                 tally.kept_cards.add(key)
@@ -272,6 +273,10 @@ class OperationsService(Service):
     async def _finish(self, tx: Tx, tally: ImportTally) -> None:
         """After the last row: the checks across rows, memory chains that grew apart joined, and
         the sessions written to settled."""
+        # An action whose row the document's replaced depends on what the document says, no more.
+        written = [action_id for action_id, was_written in tally.actions.items() if was_written]
+        for action_id, dep in await ArchiveRepository(tx).drop_dependencies(written, tally.dependencies):
+            tx.changed("action_dependencies", f"{action_id}:{dep}", "delete")
         apart = await tally.scope.finish(ArchiveRepository(tx))
         tally.joined = await self._join_chains(tx, apart)
         # a card made on two machines has been seen by the outcomes of both
@@ -354,6 +359,19 @@ class OperationsService(Service):
 async def _remove(path: anyio.Path) -> None:
     with anyio.CancelScope(shield=True):
         await path.unlink(missing_ok=True)
+
+
+async def _upsert(
+    archive: ArchiveRepository, spec: TableSpec, chunk: Sequence[BaseModel], tally: ImportTally
+) -> list[UpsertResult]:
+    """Upsert a chunk's rows, leaving out (as unchanged) the dependencies of actions whose stored row
+    stays: it is as new as the document's, and so are its dependencies. (Those rows share no `unique`
+    columns, so a RowConflict's position is still the chunk's.)"""
+    stale = [tally.stale(record) for record in chunk]
+    if not any(stale):
+        return await archive.upsert_many(spec, chunk)
+    written = iter(await archive.upsert_many(spec, [r for r, s in zip(chunk, stale, strict=True) if not s]))
+    return [UpsertResult(False, False) if s else next(written) for s in stale]
 
 
 def _chunks(parsed: dict[str, list[BaseModel]]) -> Iterator[tuple[TableSpec, list[BaseModel]]]:
