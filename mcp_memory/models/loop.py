@@ -41,7 +41,8 @@ class Change(BaseModel):
     action: str = Field(
         description="relinked, merged, promoted, ended (a session idle past the limit), crystallized, decayed, faded, "
         "folded, pruned, dropped; "
-        "deleted: a relation from a record folded or pruned (detail: source -> target)."
+        "deleted: a relation from a record folded or pruned, or one a merge made a duplicate or a self-link "
+        "(detail: source -> target)."
     )
     id: PublicId | None = Field(
         description="The record changed; null for a record a dry run would create (its id is assigned when it is)."

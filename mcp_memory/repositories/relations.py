@@ -76,14 +76,23 @@ class RelationRepository(Repository):
     async def between(
         self, project: str, sources: Sequence[str], targets: Sequence[str], type_: str
     ) -> Relation | None:
-        """The project's oldest edge of this type from any of `sources` to any of `targets`."""
-        row = await self.conn.fetchone(
+        """The project's edge of this type from any of `sources` to any of `targets` (the newest, if
+        there are several)."""
+        found = await self.all_between(project, sources, targets, type_)
+        return found[0] if found else None
+
+    async def all_between(
+        self, project: str, sources: Sequence[str], targets: Sequence[str], type_: str
+    ) -> list[Relation]:
+        """The project's edges of this type from any of `sources` to any of `targets`, the last
+        updated first (then by id, descending), so the first is the one a fold of duplicates keeps."""
+        rows = await self.conn.fetchall(
             f"SELECT {_COLUMNS} FROM relations WHERE project = ? AND type = ? "
             f"AND source_id IN ({placeholders(len(sources))}) AND target_id IN ({placeholders(len(targets))}) "
-            "ORDER BY created_at, id LIMIT 1",
+            "ORDER BY updated_at DESC, id DESC",
             (project, type_, *sources, *targets),
         )
-        return None if row is None else _relation(row)
+        return [_relation(r) for r in rows]
 
     async def touching(
         self, project: str, ids: Sequence[str], direction: str, types: Sequence[str] | None
@@ -103,25 +112,44 @@ class RelationRepository(Repository):
         return sorted(found.values(), key=lambda r: (-r.weight, r.id))
 
     async def ids_touching(self, ids: Sequence[str]) -> list[str]:
-        """Ids of every relation (of any project) whose source or target is among `ids`."""
+        """Ids of every relation (of any project) whose source or target is among `ids`, and of every
+        edge naming one of those, all the way down: what deleting the records `ids` must delete."""
         return list(await self._ends_touching(ids))
 
     async def delete_touching(self, ids: Sequence[str]) -> dict[str, tuple[str, str]]:
-        """Delete every relation whose source or target is among `ids`; returns each one's (source, target) by id."""
+        """Delete every relation whose source or target is among `ids`, and every edge naming one of
+        those, all the way down; returns each one's (source, target) by id."""
         found = await self._ends_touching(ids)
         await self.delete_in("relations", list(found))
         return found
 
-    async def _ends_touching(self, ids: Sequence[str]) -> dict[str, tuple[str, str]]:
-        found: dict[str, tuple[str, str]] = {}  # an edge between two of `ids` may come in two chunks
-        for chunk in chunked(ids):
-            marks = placeholders(len(chunk))
-            rows = await self.conn.fetchall(
-                f"SELECT id, source_id, target_id FROM relations "
-                f"WHERE source_id IN ({marks}) OR target_id IN ({marks})",
-                (*chunk, *chunk),
-            )
-            found.update((r[0], (r[1], r[2])) for r in rows)
+    async def delete_with_dependents(self, relation_ids: Sequence[str]) -> dict[str, tuple[str, str]]:
+        """Delete these relations and every edge naming one of them, all the way down; returns each
+        one's (source, target) by id."""
+        rows = await self.fetch_in("SELECT id, source_id, target_id FROM relations WHERE id IN ({ids})", relation_ids)
+        found = await self._ends_touching([r[0] for r in rows], {r[0]: (r[1], r[2]) for r in rows})
+        await self.delete_in("relations", list(found))
+        return found
+
+    async def _ends_touching(
+        self, ids: Sequence[str], found: dict[str, tuple[str, str]] | None = None
+    ) -> dict[str, tuple[str, str]]:
+        """(source, target) by id of the relations (of any project) touching `ids`, added to `found`;
+        an edge may name another edge, so those naming the ones found are found too, level by level."""
+        found = {} if found is None else found
+        frontier = list(dict.fromkeys(ids))
+        while frontier:
+            fresh: dict[str, tuple[str, str]] = {}  # an edge between two of `ids` may come in two chunks
+            for chunk in chunked(frontier):
+                marks = placeholders(len(chunk))
+                rows = await self.conn.fetchall(
+                    f"SELECT id, source_id, target_id FROM relations "
+                    f"WHERE source_id IN ({marks}) OR target_id IN ({marks})",
+                    (*chunk, *chunk),
+                )
+                fresh.update((r[0], (r[1], r[2])) for r in rows if r[0] not in found)
+            found.update(fresh)
+            frontier = list(fresh)  # only a relation id can be named by the next level's edges
         return found
 
     async def pointed_at(self, ids: Sequence[str]) -> set[str]:

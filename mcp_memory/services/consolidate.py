@@ -53,7 +53,7 @@ from mcp_memory.services.forget import fact_fingerprint, fact_fingerprints
 from mcp_memory.services.heuristic_upkeep import HeuristicUpkeep
 from mcp_memory.services.lessons import LessonService
 from mcp_memory.services.memories import SUPERSEDE_THRESHOLD, MemoryService
-from mcp_memory.services.relations import DROPPED_ENDS
+from mcp_memory.services.relations import DROPPED_ENDS, fold_chain_relations
 from mcp_memory.services.summaries import SummaryService
 
 DECAY_STEP = 0.001
@@ -228,6 +228,8 @@ class ConsolidateService(Service):
             tx.changed("memory", older.id, "merge")
             changes.append(Change(kind="memory", action="merged", id=older.id, detail=f"now a version of {newer.id}"))
         await self.deps.indexer.drop(tx, gone)  # at once: a round trip or two instead of several per merge
+        if gone:  # their edges are the merged memory's now: one per other end and type, none to itself
+            await fold_chain_relations(tx, project, gone)  # reported by _relations_dropped, as deleted
         return changes
 
     async def _recurring_observations(self, project: str) -> list[str]:

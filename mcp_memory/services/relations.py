@@ -30,17 +30,58 @@ def relation_view(r: Relation) -> RelationView:
 
 
 DROPPED_ENDS = "dropped relation ends"
-"""The transaction's note of each relation `drop_relations` deleted: its (source, target) by id."""
+"""The transaction's note of each relation deleted with `drop_relations` or `drop_edges`: its
+(source, target) by id."""
 
 
 async def drop_relations(tx: Tx, ids: Sequence[str]) -> list[str]:
-    """Delete every relation touching the records `ids`, which are going away, and audit each one
-    (noting its ends, so a pass that reports its changes can say what it linked); returns their ids."""
-    dropped = await RelationRepository(tx).delete_touching(ids)
+    """Delete every relation touching the records `ids`, which are going away, and every edge naming
+    one of those (an edge may point at an edge), all the way down; audit each one (noting its ends,
+    so a pass that reports its changes can say what it linked); returns their ids."""
+    return _dropped(tx, await RelationRepository(tx).delete_touching(ids))
+
+
+async def drop_edges(tx: Tx, relation_ids: Sequence[str]) -> list[str]:
+    """Delete these relations and every edge naming one of them, all the way down, audited and
+    noted as `drop_relations` does; returns their ids."""
+    return _dropped(tx, await RelationRepository(tx).delete_with_dependents(relation_ids))
+
+
+def _dropped(tx: Tx, dropped: dict[str, tuple[str, str]]) -> list[str]:
     for relation_id in dropped:
         tx.changed("relation", relation_id, "delete")
     tx.note(DROPPED_ENDS, dropped)
     return list(dropped)
+
+
+def survivor(edges: Sequence[Relation]) -> Relation:
+    """Which of several edges that are one (same ends, by memory chain, and type) stays: the last
+    updated (then the greatest id), with its weight and note."""
+    return max(edges, key=lambda e: (e.updated_at, e.id))
+
+
+async def fold_chain_relations(tx: Tx, project: str, memory_ids: Sequence[str]) -> list[str]:
+    """Make the relations of these memories' chains, just joined into fewer chains, one edge per
+    pair of nodes and type again: edges that now link the same two nodes with the same type fold
+    into the `survivor`, and those that now link a chain to itself go (a memory is one node), each
+    with the edges naming it. Returns the ids of the relations deleted (audited as `drop_edges`)."""
+    versions = MemoryNodes(MemoryRepository(tx), project)
+    await versions.learn(memory_ids)
+    nodes = dict.fromkeys(versions.node(i) for i in memory_ids)
+    touching = await RelationRepository(tx).touching(project, [i for n in nodes for i in versions.ids(n)], "both", None)
+    await versions.learn([i for edge in touching for i in (edge.source_id, edge.target_id)])
+    doomed: list[str] = []
+    alike: dict[tuple[str, str, str], list[Relation]] = {}
+    for edge in touching:
+        source, target = versions.node(edge.source_id), versions.node(edge.target_id)
+        if source == target:
+            doomed.append(edge.id)
+        else:
+            alike.setdefault((source, target, edge.type), []).append(edge)
+    for edges in alike.values():
+        kept = survivor(edges)
+        doomed += [e.id for e in edges if e is not kept]
+    return await drop_edges(tx, sorted(doomed)) if doomed else []
 
 
 class RelationService(Service):
@@ -68,14 +109,17 @@ class RelationService(Service):
                 )
             repo = RelationRepository(tx)
             # A memory keeps its links across versions: the edge made to an older version is this edge.
-            same = await repo.between(
+            same = await repo.all_between(
                 project, versions.ids(versions.node(source_id)), versions.ids(versions.node(target_id)), type_
             )
+            kept = survivor(same) if same else None
+            if kept is not None and len(same) > 1:  # one edge stored twice (an import of two copies): folded now
+                await drop_edges(tx, sorted(e.id for e in same if e is not kept))
             relation = Relation(
                 id=new_id("relation"),
                 project=project,
-                source_id=source_id if same is None else same.source_id,
-                target_id=target_id if same is None else same.target_id,
+                source_id=source_id if kept is None else kept.source_id,
+                target_id=target_id if kept is None else kept.target_id,
                 type=type_,
                 weight=weight,
                 note=scrub.optional(note),
