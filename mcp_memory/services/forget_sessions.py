@@ -65,12 +65,7 @@ async def thin_sessions(
             await sessions.add_folded(session_id, digest, -min(len(cut), session.folded_count), now)
         renumbered += await observations.close_gaps(session_id, positions)
         await sessions.remove_observations(session_id, len(gone) + len(cut), title, quoted, now)
-        tx.changed("session", session_id, "update")
-        spec = await session_doc_of(tx, await sessions.get(session_id, project))
-        if spec is None:
-            await indexer.drop(tx, [session_id])
-        else:
-            await indexer.put(tx, spec)
+        await _reindex(tx, indexer, sessions, session_id, project)
     # Index entries carry each observation's position in its session (neighbours are found by it).
     await indexer.put_many(tx, [observation_doc(o) for o in await observations.get_many(renumbered, project)])
     for obs_id in renumbered:
@@ -86,12 +81,17 @@ async def unsummarise(tx: Tx, indexer: Indexer, project: str, outcomes: Sequence
         if outcome.session_id is not None:
             earliest[outcome.session_id] = min(outcome.created_at, earliest.get(outcome.session_id, outcome.created_at))
     for session_id in await sessions.drop_summaries_since(sorted(earliest.items()), now):
-        tx.changed("session", session_id, "update")
-        spec = await session_doc_of(tx, await sessions.get(session_id, project))
-        if spec is None:
-            await indexer.drop(tx, [session_id])
-        else:
-            await indexer.put(tx, spec)
+        await _reindex(tx, indexer, sessions, session_id, project)
+
+
+async def _reindex(tx: Tx, indexer: Indexer, sessions: SessionRepository, session_id: str, project: str) -> None:
+    """Note a session as changed and bring its index entry in line (gone when it tells nothing)."""
+    tx.changed("session", session_id, "update")
+    spec = await session_doc_of(tx, await sessions.get(session_id, project))
+    if spec is None:
+        await indexer.drop(tx, [session_id])
+    else:
+        await indexer.put(tx, spec)
 
 
 def _quotes(line: str, title: str) -> bool:
