@@ -184,3 +184,11 @@ async def test_a_lesson_of_every_type_is_listed_under_each_as_recall_has_it(clie
         assert (page["total"], page["next_offset"], len(page["lessons"])) == (2, 1, 1)
     testing = await call(client, "memory_lessons", task_type="testing")
     assert ([x["id"] for x in testing["lessons"]], testing["total"]) == ([shared["id"]], 1)
+
+
+async def test_a_lessons_tags_are_one_per_spelling_whatever_their_unicode_form(client: Client) -> None:
+    first = await call(client, "memory_lesson_save", content="Pin the espresso grinder.", tags=["Cafe\u0301", "CAFÉ"])
+    again = await call(client, "memory_lesson_save", content="Pin the espresso grinder.", tags=["caf\u00e9", "Bar"])
+
+    assert first["lesson"]["tags"] == ["caf\u00e9"]
+    assert again["lesson"]["tags"] == ["bar", "caf\u00e9"]

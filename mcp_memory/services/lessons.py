@@ -13,7 +13,7 @@ from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
 from datetime import datetime
 
 from mcp_memory.clock import epoch_us, from_iso, weeks_between
-from mcp_memory.db import Conn, Database, Tx
+from mcp_memory.db import Conn, Database, Tx, fold_tag
 from mcp_memory.errors import InvalidInputError, NotFoundError
 from mcp_memory.ids import new_id
 from mcp_memory.models.learning import LessonList, LessonRecallResult, LessonSaveResult, LessonView
@@ -213,7 +213,7 @@ class LessonService(Service):
                 kind=kind,
                 content=content,
                 context=context,
-                tags=sorted({t.strip().casefold() for t in tags if t.strip()}),
+                tags=sorted({fold_tag(t) for t in tags if t.strip()}),
                 task_type=task_type,
                 confidence=self.settings.lesson_confidence if confidence is None else confidence,
                 fingerprint=key,
@@ -239,7 +239,7 @@ class LessonService(Service):
                 "context": merged_context(existing.context, context)
                 if kind == "lesson"
                 else context or existing.context,
-                "tags": sorted(set(existing.tags) | {t.strip().casefold() for t in tags if t.strip()}),
+                "tags": sorted({fold_tag(t) for t in existing.tags} | {fold_tag(t) for t in tags if t.strip()}),
                 # A saved lesson is one lesson whatever task type it is saved for (derived ones are
                 # keyed by theirs): saved for a second type, it holds for every type.
                 "task_type": existing.task_type if task_type in (None, existing.task_type) else None,
