@@ -228,3 +228,24 @@ async def test_versions_saved_after_a_merge_elsewhere_follow_their_chain_into_it
     assert {m["root_id"] for m in memories} == {kept["id"]}
     assert health["index_docs"] == {"memory": 1}
     assert health["index_in_sync"] is True
+
+
+async def test_versions_linked_to_one_record_on_two_machines_keep_one_edge_once_joined(tmp_path: Path) -> None:
+    clock = FakeClock()
+    async with AsyncExitStack() as stack:
+        a, b = await machines(stack, tmp_path, clock, "a", "b")
+        proxy = await call(a, "memory_save", content="The nginx proxy config lives in deploy/nginx.conf.")
+        root = await _root_on_both(a, b)
+        clock.advance(minutes=5)
+        on_a = await call(a, "memory_save", content=PORT_9090, supersedes=root["id"])
+        await call(a, "memory_relate", source_id=on_a["id"], target_id=proxy["id"], type="depends_on", weight=0.4)
+        clock.advance(minutes=5)
+        on_b = await call(b, "memory_save", content=PORT_7070, supersedes=root["id"])
+        await call(b, "memory_relate", source_id=on_b["id"], target_id=proxy["id"], type="depends_on", weight=0.9)
+
+        await call(b, "memory_import", document=await export_document(a))
+        related = await call(b, "memory_related", id=proxy["id"])
+        exported = await export_document(b)
+
+    assert [(e["type"], e["weight"]) for e in related["edges"]] == [("depends_on", 0.9)]  # the later one stays
+    assert len(exported["tables"]["relations"]) == 1

@@ -40,6 +40,7 @@ from mcp_memory.services.export_format import (
 )
 from mcp_memory.services.export_text import DocumentWriter
 from mcp_memory.services.import_scope import ImportScope, ImportTally
+from mcp_memory.services.relations import fold_chain_relations
 
 IMPORT_CHUNK = 1_000  # rows upserted, indexed and reported as progress at a time
 EXPORT_PAGE = 1_000  # rows read and written to an export file at a time
@@ -279,6 +280,9 @@ class OperationsService(Service):
             tx.changed("action_dependencies", f"{action_id}:{dep}", "delete")
         apart = await tally.scope.finish(ArchiveRepository(tx))
         tally.joined = await self._join_chains(tx, apart)
+        # Each copy may have linked its own version to the same record: one edge per pair and type again.
+        for project in sorted({project for project, _ in apart}):
+            await fold_chain_relations(tx, project, sorted({root for p, root in apart if p == project}))
         # a card made on two machines has been seen by the outcomes of both
         cards = sorted(tally.scope.matched_ids.get("mistake_cards", ()))
         for card_id in await MistakeCardRepository(tx).count_links(cards, self.now_iso()):
