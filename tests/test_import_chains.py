@@ -243,9 +243,15 @@ async def test_versions_linked_to_one_record_on_two_machines_keep_one_edge_once_
         on_b = await call(b, "memory_save", content=PORT_7070, supersedes=root["id"])
         await call(b, "memory_relate", source_id=on_b["id"], target_id=proxy["id"], type="depends_on", weight=0.9)
 
-        await call(b, "memory_import", document=await export_document(a))
+        from_a = await export_document(a)
+        await call(b, "memory_import", document=from_a)
+        again = await call(b, "memory_import", document=from_a)  # the folded edge is noted: it stays gone
         related = await call(b, "memory_related", id=proxy["id"])
         exported = await export_document(b)
+        await call(a, "memory_import", document=exported)  # and A, told of the fold, converges
+        on_a = await call(a, "memory_related", id=proxy["id"])
 
     assert [(e["type"], e["weight"]) for e in related["edges"]] == [("depends_on", 0.9)]  # the later one stays
     assert len(exported["tables"]["relations"]) == 1
+    assert again["forgotten"] == 1
+    assert [(e["type"], e["weight"]) for e in on_a["edges"]] == [("depends_on", 0.9)]

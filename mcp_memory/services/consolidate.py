@@ -229,7 +229,7 @@ class ConsolidateService(Service):
             changes.append(Change(kind="memory", action="merged", id=older.id, detail=f"now a version of {newer.id}"))
         await self.deps.indexer.drop(tx, gone)  # at once: a round trip or two instead of several per merge
         if gone:  # their edges are the merged memory's now: one per other end and type, none to itself
-            await fold_chain_relations(tx, project, gone)  # reported by _relations_dropped, as deleted
+            await fold_chain_relations(tx, project, gone, self.now_iso())  # reported by _relations_dropped
         return changes
 
     async def _recurring_observations(self, project: str) -> list[str]:

@@ -282,7 +282,8 @@ class OperationsService(Service):
         tally.joined = await self._join_chains(tx, apart)
         # Each copy may have linked its own version to the same record: one edge per pair and type again.
         for project in sorted({project for project, _ in apart}):
-            await fold_chain_relations(tx, project, sorted({root for p, root in apart if p == project}))
+            roots = sorted({root for p, root in apart if p == project})
+            await fold_chain_relations(tx, project, roots, self.now_iso())
         # a card made on two machines has been seen by the outcomes of both
         cards = sorted(tally.scope.matched_ids.get("mistake_cards", ()))
         for card_id in await MistakeCardRepository(tx).count_links(cards, self.now_iso()):

@@ -9,6 +9,7 @@ from mcp_memory.errors import InvalidInputError, NotFoundError
 from mcp_memory.ids import kind_of, new_id
 from mcp_memory.models.organising import RelatedNode, RelatedResult, RelateResult, RelationView
 from mcp_memory.models.records import Relation
+from mcp_memory.repositories.forgotten import ForgottenRepository
 from mcp_memory.repositories.memories import MemoryRepository
 from mcp_memory.repositories.relations import RecordNames, RelationRepository
 from mcp_memory.repositories.sessions import SessionRepository
@@ -41,10 +42,13 @@ async def drop_relations(tx: Tx, ids: Sequence[str]) -> list[str]:
     return _dropped(tx, await RelationRepository(tx).delete_touching(ids))
 
 
-async def drop_edges(tx: Tx, relation_ids: Sequence[str]) -> list[str]:
-    """Delete these relations and every edge naming one of them, all the way down, audited and
-    noted as `drop_relations` does; returns their ids."""
-    return _dropped(tx, await RelationRepository(tx).delete_with_dependents(relation_ids))
+async def drop_edges(tx: Tx, project: str, relation_ids: Sequence[str], at: str) -> list[str]:
+    """Delete these relations of `project` (duplicates folded into another edge, or self-links) and
+    every edge naming one of them, all the way down, audited as `drop_relations` does; returns their
+    ids. Each is noted as forgotten, so an import of a copy made before does not bring it back."""
+    dropped = _dropped(tx, await RelationRepository(tx).delete_with_dependents(relation_ids))
+    await ForgottenRepository(tx).note("relation", project, dropped, at)
+    return dropped
 
 
 def _dropped(tx: Tx, dropped: dict[str, tuple[str, str]]) -> list[str]:
@@ -60,11 +64,12 @@ def survivor(edges: Sequence[Relation]) -> Relation:
     return max(edges, key=lambda e: (e.updated_at, e.id))
 
 
-async def fold_chain_relations(tx: Tx, project: str, memory_ids: Sequence[str]) -> list[str]:
+async def fold_chain_relations(tx: Tx, project: str, memory_ids: Sequence[str], at: str) -> list[str]:
     """Make the relations of these memories' chains, just joined into fewer chains, one edge per
     pair of nodes and type again: edges that now link the same two nodes with the same type fold
     into the `survivor`, and those that now link a chain to itself go (a memory is one node), each
-    with the edges naming it. Returns the ids of the relations deleted (audited as `drop_edges`)."""
+    with the edges naming it. Returns the ids of the relations deleted (audited and noted, at `at`,
+    as `drop_edges` does)."""
     versions = MemoryNodes(MemoryRepository(tx), project)
     await versions.learn(memory_ids)
     nodes = dict.fromkeys(versions.node(i) for i in memory_ids)
@@ -81,7 +86,7 @@ async def fold_chain_relations(tx: Tx, project: str, memory_ids: Sequence[str]) 
     for edges in alike.values():
         kept = survivor(edges)
         doomed += [e.id for e in edges if e is not kept]
-    return await drop_edges(tx, sorted(doomed)) if doomed else []
+    return await drop_edges(tx, project, sorted(doomed), at) if doomed else []
 
 
 class RelationService(Service):
@@ -114,7 +119,7 @@ class RelationService(Service):
             )
             kept = survivor(same) if same else None
             if kept is not None and len(same) > 1:  # one edge stored twice (an import of two copies): folded now
-                await drop_edges(tx, sorted(e.id for e in same if e is not kept))
+                await drop_edges(tx, project, sorted(e.id for e in same if e is not kept), self.now_iso())
             relation = Relation(
                 id=new_id("relation"),
                 project=project,
