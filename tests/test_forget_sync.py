@@ -189,5 +189,5 @@ async def test_a_deleted_slot_does_not_come_back_from_an_older_copy(tmp_path: Pa
 
     assert kept_gone["forgotten"] == 1
     assert "scratch" not in [s["name"] for s in listed["slots"]]
-    assert again["forgotten"] == 0
+    assert again["forgotten"] == 1  # the backup's slot, still forgotten: never taken as the new one
     assert made_again["content"] == "A new idea."

@@ -71,6 +71,17 @@ class ForgottenRepository(Repository):
                 found[stored_id] = str(row[0])
         return found
 
+    async def covering(self, records: Sequence[tuple[str, str, str]]) -> set[str]:
+        """The ids of records, given as (id, project, created_at) and not stored yet, whose forget a
+        note records: in the project it names, made no later than the forget (see `still_stored`)."""
+        noted = {
+            str(r[0]): (str(r[1]), str(r[2]))
+            for r in await self.fetch_in(
+                "SELECT id, project, forgotten_at FROM forgotten WHERE id IN ({ids})", [i for i, _, _ in records]
+            )
+        }
+        return {i for i, project, made in records if i in noted and noted[i][0] == project and made <= noted[i][1]}
+
     async def unforget(self, records: Sequence[tuple[str, str]]) -> int:
         """Drop the notes of records, as (id, project), brought back on purpose; a note of the same
         id in another project (a session name both used) stays. Returns how many notes went."""

@@ -307,6 +307,12 @@ def _parse_row(
                 cleaned[name] = _scrubbed(scrub, value)
         except InvalidInputError as exc:
             raise ImportFormatError(f"{where}.{name}: {exc.rule}") from None
+    # Markers are longer than most secrets: a slot is checked against its limit as it will be stored.
+    if spec.name == "slots" and len(cleaned["content"]) > cleaned["size_limit"]:
+        raise ImportFormatError(
+            f"{where}.content: {len(cleaned['content'])} characters once its secrets are redacted, over the "
+            f"slot's size_limit of {cleaned['size_limit']}"
+        )
     return spec.model.model_validate(cleaned)
 
 

@@ -67,6 +67,10 @@ class ImportScope:
         self.matched_ids: dict[str, set[str]] = {}  # table -> ids of the stored records rows were matched to
         self._left: dict[str, str] = {}  # id of an imported memory -> the chain (root id) it was stored in before
         self.noted_as: dict[str, str] = {}  # scoped id a session is stored under -> the name it came with
+        # Rows of records a note says were forgotten, of tables whose records keep a unique name (a slot,
+        # a lesson, a mistake card): never written (a record made since may hold the name) nor taken
+        # as the record that holds it now; rows naming them are left out too. Counted as forgotten.
+        self.unwritten: set[str] = set()
 
     async def rename(self, repo: ArchiveRepository, spec: TableSpec, records: list[BaseModel]) -> list[BaseModel]:
         """The chunk with each session named like another project's stored under its scoped id; each
@@ -97,7 +101,7 @@ class ImportScope:
         """The chunk with each new record whose name a stored record holds under another id taken as it:
         the row then replaces the stored one if newer, as any row with that id would."""
         stored = await repo.owners(spec.name, [_id(r) for r in records])
-        twins = await repo.twins(spec, [r for r in records if _id(r) not in stored])
+        twins = await repo.twins(spec, [r for r in records if _id(r) not in stored and _id(r) not in self.unwritten])
         if not twins:
             return records
         self._aliases.update(twins)
@@ -145,6 +149,12 @@ class ImportScope:
         }
         return record.model_copy(update=update) if update else record
 
+    def left_out(self, record: BaseModel, spec: TableSpec) -> bool:
+        """Whether a row is of a record in `unwritten`, or names one."""
+        return getattr(record, "id", None) in self.unwritten or any(
+            getattr(record, column) in self.unwritten for column, _ in spec.refs
+        )
+
     async def check_global(
         self, archive: ArchiveRepository, spec: TableSpec, chunk: Sequence[BaseModel], first: int
     ) -> None:
@@ -184,6 +194,8 @@ class ImportScope:
             if result.foreign:
                 raise ImportFormatError(f"{where}.id: already names a record of another project; give the row a new id")
             unchanged = not (result.inserted or result.updated)
+            if self.unwritten and self.left_out(record, spec):
+                continue  # never written: it names nothing stored
             if not spec.refs or (unchanged and hasattr(record, "project")):
                 continue  # an unchanged row of a project's own is the stored row, checked when it was written
             refs = tuple(
@@ -320,6 +332,8 @@ class ImportTally:
     records: list[tuple[str, str]] = field(default_factory=list)
     """(id, project) of the records the import wrote, and of those its notes say were forgotten."""
     forgotten: int = 0
+    unwritten: int = 0
+    """Rows left out as records a note says were forgotten (see `ImportScope.unwritten`)."""
     restored: int = 0
     refolded: int = 0
     projects: set[str] = field(default_factory=set)
@@ -341,10 +355,13 @@ class ImportTally:
         elif isinstance(record, ActionDependency) and self.actions.get(record.action_id):
             self.dependencies.add((record.action_id, record.depends_on))
 
-    def stale(self, record: BaseModel) -> bool:
-        """Whether a row is a dependency of an action whose stored row the document's did not replace
-        (the stored one is as new or newer, and so are its dependencies): it is left out."""
-        return isinstance(record, ActionDependency) and self.actions.get(record.action_id) is False
+    def stale(self, record: BaseModel, spec: TableSpec) -> bool:
+        """Whether a row is left out: a dependency of an action whose stored row the document's did not
+        replace (the stored one is as new or newer, and so are its dependencies), or a forgotten record
+        that keeps a name (see `ImportScope.unwritten`), or a row naming one."""
+        if isinstance(record, ActionDependency) and self.actions.get(record.action_id) is False:
+            return True
+        return bool(self.scope.unwritten) and self.scope.left_out(record, spec)
 
     def seen(self, table: str) -> int:
         """Rows of `table` stored so far (the position of its next row in the document)."""

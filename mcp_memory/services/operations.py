@@ -225,6 +225,12 @@ class OperationsService(Service):
             tally.rows += len(chunk)
             return
         archive = ArchiveRepository(tx)
+        if spec.unique and spec.key == ("id",) and not tally.restore:
+            rows = [_identity(record) for record in chunk]
+            stored = await archive.owners(spec.name, [i for i, _, _ in rows])
+            covered = await ForgottenRepository(tx).covering([row for row in rows if row[0] not in stored])
+            tally.scope.unwritten |= covered
+            tally.unwritten += len(covered)
         chunk = await tally.scope.rename(archive, spec, chunk)
         await tally.scope.check_global(archive, spec, chunk, tally.seen(spec.name))
         try:
@@ -297,7 +303,8 @@ class OperationsService(Service):
         if tally.restore:
             tally.restored = await ForgottenRepository(tx).unforget(tally.records)
         else:
-            tally.forgotten = await self._forget_again([i for i, _ in tally.records], tally.scope.noted_as)
+            gone = await self._forget_again([i for i, _ in tally.records], tally.scope.noted_as)
+            tally.forgotten = gone + tally.unwritten
 
     async def _settle_sessions(self, tx: Tx, tally: ImportTally) -> None:
         """Make the sessions an import wrote to agree with the observations they now hold.
@@ -372,11 +379,17 @@ async def _upsert(
     """Upsert a chunk's rows, leaving out (as unchanged) the dependencies of actions whose stored row
     stays: it is as new as the document's, and so are its dependencies. (Those rows share no `unique`
     columns, so a RowConflict's position is still the chunk's.)"""
-    stale = [tally.stale(record) for record in chunk]
+    stale = [tally.stale(record, spec) for record in chunk]
     if not any(stale):
         return await archive.upsert_many(spec, chunk)
     written = iter(await archive.upsert_many(spec, [r for r, s in zip(chunk, stale, strict=True) if not s]))
     return [UpsertResult(False, False) if s else next(written) for s in stale]
+
+
+def _identity(record: BaseModel) -> tuple[str, str, str]:
+    """(id, project, created_at) of a row of a table whose records keep a unique name."""
+    values = record.model_dump(include={"id", "project", "created_at"})
+    return str(values["id"]), str(values["project"]), str(values["created_at"])
 
 
 def _chunks(parsed: dict[str, list[BaseModel]]) -> Iterator[tuple[TableSpec, list[BaseModel]]]:

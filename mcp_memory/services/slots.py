@@ -187,7 +187,8 @@ class SlotService(Service):
             raise InvalidInputError("text", "must not be blank")
         async with self.db.transaction("memory_slot_append", project=project) as tx:
             slot, created = await self._find_or_default(tx, project, name, scope, restricted)
-            content = f"{slot.content}{separator}{addition}" if slot.content else addition
+            # Filtered whole as well: a secret may come in pieces ("password:" stored, the value appended).
+            content = scrub.text(f"{slot.content}{separator}{addition}" if slot.content else addition)
             _fits("text", slot, content, "append", created=created, redacted=bool(scrub.summary()))
             slot = slot.model_copy(update={"content": content, "updated_at": self.now_iso()})
             await self._save(tx, slot, created)
@@ -230,7 +231,8 @@ class SlotService(Service):
                     raise InvalidInputError(
                         "old", f"text found {found} times in slot {name!r}; give more of it, so it is found once"
                     )
-                body = body.replace(old, new_text, 1)
+                # Filtered whole as well: the passage may complete a secret ("password: TBD" → the value).
+                body = scrub.text(body.replace(old, new_text, 1))
             elif new_text is not None:
                 body = new_text
             # Blame the argument that broke the limit: text too long even for the old limit, else the limit.

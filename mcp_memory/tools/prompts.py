@@ -381,7 +381,8 @@ def changed_resources(tx: Tx, audience: Audience) -> list[ServerEvent]:
     """The events of the resources a committed transaction may have changed that `audience` reads, each once."""
     write = tx.project  # None: a write of records of any project (an import)
     events: dict[ServerEvent, None] = {}  # ordered, without repeats
-    for slot in written_slots(tx):
+    slots = written_slots(tx)
+    for slot in slots:
         where = slot.scope or write
         if where is None:  # which project's slot is not known: only an unrestricted caller may hear of it
             if slot.listing and not audience.restricted:
@@ -397,11 +398,13 @@ def changed_resources(tx: Tx, audience: Audience) -> list[ServerEvent]:
             named.append(write)
         for scope in [None] * listed + [p for p in named if audience.hears_of(p)]:
             events[ResourceUpdated(uri=resource_uri(_SLOT_TEMPLATE, scope, name=slot.name))] = None
-    if write is None or write == GLOBAL_PROJECT:  # every project's context may show it
-        scopes: list[str | None] = [None, audience.own] if write or not audience.restricted else []
-    else:
-        scopes = ([None] if write == audience.own else []) + ([write] if audience.hears_of(write) else [])
-    for scope in scopes:
+    # A global record (a pinned global slot opens every context) changes every project's context,
+    # whoever wrote it; a write of unknown projects (an import) only an unrestricted caller hears of.
+    shared = write == GLOBAL_PROJECT or any(slot.scope == GLOBAL_PROJECT for slot in slots)
+    scopes: list[str | None] = [None, audience.own] if shared or (write is None and not audience.restricted) else []
+    if write not in (None, GLOBAL_PROJECT):
+        scopes += ([None] if write == audience.own else []) + ([write] if audience.hears_of(write) else [])
+    for scope in dict.fromkeys(scopes):
         events[ResourceUpdated(uri=resource_uri(_CONTEXT_TEMPLATE, scope))] = None
     return list(events)
 
