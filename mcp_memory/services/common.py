@@ -210,8 +210,9 @@ def _bound(field: str, value: str | None, zone: tzinfo) -> str | None:
 
 
 def idle_cutoff(now: datetime, minutes: int) -> str:
-    """Stored time before which an open session counts as idle."""
-    return to_iso(now - timedelta(minutes=minutes))
+    """Stored time before which an open session counts as idle: one with no observation for `minutes`
+    (exactly that long, too) is; stored times have microseconds, so the cutoff is a microsecond later."""
+    return to_iso(now - timedelta(minutes=minutes) + timedelta(microseconds=1))
 
 
 def epoch_or_none(stored: str | None) -> float | None:

@@ -127,9 +127,10 @@ def _identifiers(text: str) -> Iterator[re.Match[str]]:
 
 
 def _paths(text: str) -> Iterator[re.Match[str]]:
-    """The file paths of `text`, sought word by word as `_identifiers` does."""
+    """The file paths of `text`, sought word by word as `_identifiers` does (a URL is no local file:
+    "https://host/a.html" would otherwise give the made-up path "/host/a.html")."""
     for word in text.split():
-        if "." in word or "/" in word:
+        if ("." in word or "/" in word) and "://" not in word:
             yield from _PATH.finditer(word)
 
 
