@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from mcp import Client
 
 from mcp_memory.config import Settings
+from mcp_memory.server import build_server
 from tests.conftest import FakeClock, call
 
 
@@ -30,3 +33,18 @@ async def test_a_session_unused_for_exactly_the_idle_limit_is_idle(
     assert [s["id"] for s in idle["sessions"]] == [first["session_id"]]
     assert second["session_id"] != first["session_id"]
     assert second["session_created"] is True
+
+
+async def test_a_sessions_first_turn_stays_its_start_once_folded(tmp_path: Path, clock: FakeClock) -> None:
+    settings = Settings(db=tmp_path / "m.db", project="test", synchronous="normal", timezone="UTC", observation_cap=10)
+    async with Client(build_server(settings, clock)) as client:
+        for i in range(11):  # the eleventh folds the least valuable: the oldest of equals, the first
+            at = f"2025-03-{i + 1:02d}T08:00:00Z"
+            await call(client, "memory_observe", content=f"Step {i} of the parser.", occurred_at=at, session_id="c1")
+        [session] = (await call(client, "memory_sessions"))["sessions"]
+
+    assert session["folded_count"] >= 1
+    assert (session["first_happened_at"], session["last_happened_at"]) == (
+        "2025-03-01T08:00:00.000000Z",
+        "2025-03-11T08:00:00.000000Z",
+    )

@@ -19,12 +19,18 @@ _COLUMNS = (
 _LISTS = ("facts", "concepts", "files")
 _WHEN = "coalesce(occurred_at, created_at)"
 SPANS_SQL = (
-    f"SELECT s.value, (SELECT min({_WHEN}) FROM observations WHERE session_id = s.value), "
-    f"(SELECT max({_WHEN}) FROM observations WHERE session_id = s.value) "
-    "FROM (SELECT DISTINCT value FROM json_each(?)) s"
+    "WITH ends AS MATERIALIZED (SELECT s.value AS id, "
+    f"(SELECT min({_WHEN}) FROM observations WHERE session_id = s.value) AS kept_first, "
+    f"(SELECT max({_WHEN}) FROM observations WHERE session_id = s.value) AS kept_last, "
+    "(SELECT min(happened_at) FROM folded_observations WHERE session_id = s.value) AS folded_first, "
+    "(SELECT max(happened_at) FROM folded_observations WHERE session_id = s.value) AS folded_last "
+    "FROM (SELECT DISTINCT value FROM json_each(?)) s) "
+    "SELECT id, min(coalesce(kept_first, folded_first), coalesce(folded_first, kept_first)), "
+    "max(coalesce(kept_last, folded_last), coalesce(folded_last, kept_last)) FROM ends"
 )
-"""When each of a list of sessions began and last went on: one min and one max per session, each a
-seek in observations_by_session_time (a GROUP BY over their rows would read every one of them)."""
+"""When each of a list of sessions began and last went on, its folded turns included: one min and
+one max per session and table, each a seek in observations_by_session_time or
+folded_observations_by_session (a GROUP BY over their rows would read every one of them)."""
 
 
 _WITH_WINDOWS_SQL = (
