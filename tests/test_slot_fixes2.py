@@ -72,3 +72,11 @@ async def test_a_global_slot_changed_from_another_project_updates_every_context(
         seen = await events_until(subscription, {ResourceUpdated(uri) for uri in watched})
 
     assert set(seen) == {ResourceUpdated(uri) for uri in watched}
+
+
+async def test_replacing_a_passage_of_a_default_slot_not_made_yet_says_so(client: Client) -> None:
+    refused = await call_error(client, "memory_slot_replace", name="self_notes", old="abc", content="d")
+    slots = await call(client, "memory_slot_list")
+
+    assert "old: slot 'self_notes' does not exist yet; give content without old to create it" in refused
+    assert "self_notes" not in [s["name"] for s in slots["slots"]]

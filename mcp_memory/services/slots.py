@@ -225,6 +225,10 @@ class SlotService(Service):
             body = slot.content
             if old is not None and new_text is not None:
                 found = _occurrences(body, old)
+                if not found and created:  # a default name offered, not a slot yet: nothing to look in
+                    raise InvalidInputError(
+                        "old", f"slot {name!r} does not exist yet; give content without old to create it"
+                    )
                 if not found:
                     raise InvalidInputError("old", f"text not found in slot {name!r}; call memory_slot_get to see it")
                 if found > 1:  # which one was meant? Replacing the first could change the wrong line
