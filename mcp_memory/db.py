@@ -17,7 +17,7 @@ import math
 import os
 import sqlite3
 import unicodedata
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Iterable
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
@@ -380,6 +380,16 @@ def fold_tag(tag: str) -> str:
     Unicode), so "cafe\u0301" and "CAFÉ" are one tag. Composed again after folding, which can decompose
     ("ǰ" folds to "j" and a combining caron)."""
     return unicodedata.normalize("NFC", unicodedata.normalize("NFC", tag.strip()).casefold())
+
+
+def distinct_tags(tags: Iterable[str]) -> list[str]:
+    """Tags stripped and composed (NFC), one per spelling as `fold_tag` compares them (the first kept),
+    in the order given; blank ones dropped."""
+    kept: dict[str, str] = {}
+    for tag in tags:
+        if tag.strip():
+            kept.setdefault(fold_tag(tag), unicodedata.normalize("NFC", tag.strip()))
+    return list(kept.values())
 
 
 def _folded(value: object) -> object:

@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-import unicodedata
 from collections import deque
 from collections.abc import Sequence
 
-from mcp_memory.db import Row, fold_tag
+from mcp_memory.db import Row, distinct_tags
 from mcp_memory.models.records import Action
 from mcp_memory.repositories.base import Repository, dump_json, placeholders, row_dict
 
@@ -27,21 +26,10 @@ _REACH = (
 
 def _action(row: Row) -> Action:
     values = row_dict(row, ("tags",))
-    values["tags"] = _composed_tags(values["tags"])
+    # Tags stored before tags were composed may hold "cafe\u0301" beside "café": read as one, they are
+    # written back as one by the action's next update (filters fold stored values, matching either).
+    values["tags"] = distinct_tags(values["tags"])
     return Action(**values)
-
-
-def _composed_tags(tags: list[str]) -> list[str]:
-    """Tags as read: composed (NFC), one per spelling as `fold_tag` compares them (the first kept).
-
-    Tags stored before tags were composed may hold "cafe\u0301" beside "café"; read as one, they are
-    written back as one by the action's next update. Filters fold the stored values, so they match
-    either form already.
-    """
-    kept: dict[str, str] = {}
-    for tag in tags:
-        kept.setdefault(fold_tag(tag), unicodedata.normalize("NFC", tag))
-    return list(kept.values())
 
 
 class ActionRepository(Repository):
