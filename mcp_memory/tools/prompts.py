@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextvars
 import dataclasses
+import functools
 import json
 import logging
 from collections.abc import Awaitable, Callable, Mapping, Sequence
@@ -411,7 +412,13 @@ def changed_resources(tx: Tx, audience: Audience) -> list[ServerEvent]:
 
 def resource_uri(template: str, project: str | None, **variables: str) -> str:
     """A resource's URI as its template spells it, naming `project` when given."""
-    return UriTemplate.parse(template).expand({**variables, **({"project": project} if project else {})})
+    return _parsed(template).expand({**variables, **({"project": project} if project else {})})
+
+
+@functools.cache
+def _parsed(template: str) -> UriTemplate:
+    """A resource template parsed once (events expand it after every committed write)."""
+    return UriTemplate.parse(template)
 
 
 def register_prompts_and_resources(server: MCPServer[AppContext], profile: str = "all") -> None:
