@@ -416,6 +416,15 @@ _V18_SESSIONS_BY_ACTIVITY = [
     "CREATE INDEX sessions_by_activity ON sessions (project, last_activity_at, id)",
 ]
 
+_V20_MEMORIES_BY_CONTENT = [
+    # A memory saved again with the same content is the same memory, however its title, concepts or
+    # files make their term sets differ (a long title first, none the second time): the search index
+    # finds only near-duplicates by Jaccard, so the save also seeks the same content here. Length and
+    # opening keep the index small; the content itself is compared on the rows they lead to.
+    "CREATE INDEX memories_by_content ON memories (project, length(content), substr(content, 1, 16)) "
+    "WHERE is_latest = 1",
+]
+
 MIGRATIONS: list[tuple[int, str, list[str]]] = [
     (1, "foundation: every table of the product reference", _V1_FOUNDATION),
     (2, "ranking attributes on stored terms; embedding vectors", _V2_RANKING_AND_VECTORS),
@@ -452,4 +461,5 @@ MIGRATIONS: list[tuple[int, str, list[str]]] = [
     ),
     (18, "an index on sessions by last activity, for the most recent ones first", _V18_SESSIONS_BY_ACTIVITY),
     (19, "counts that reach 0 found among the values taken away, not the whole tally", TALLY_SEEKS_SPENT_COUNTS),
+    (20, "an index on latest memories by content, so the same content saved again is found", _V20_MEMORIES_BY_CONTENT),
 ]

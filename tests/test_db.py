@@ -14,6 +14,7 @@ from mcp_memory.db import WRITER_WAIT_MS, Database
 from mcp_memory.errors import BusyError, ConflictError, StorageError
 from mcp_memory.migrate import apply_migrations
 from mcp_memory.migrations import MIGRATIONS
+from mcp_memory.repositories.memories import SAME_CONTENT_SQL
 from mcp_memory.repositories.observations import SPANS_SQL
 from mcp_memory.repositories.sessions import RECENT_FIRST
 
@@ -92,6 +93,17 @@ async def test_the_most_recent_sessions_are_read_without_sorting_every_session(t
         details = [row[3] for row in plan]
         # walked in the index's order and stopped after five, not every session sorted to find them
         assert details == ["SEARCH sessions USING INDEX sessions_by_activity (project=?)"]
+    finally:
+        await db.close()
+
+
+async def test_the_same_content_is_sought_without_reading_every_memory(tmp_path: Path) -> None:
+    db = await Database.open(tmp_path / "m.db")
+    try:
+        async with db.read() as conn:
+            plan = await conn.fetchall(f"EXPLAIN QUERY PLAN {SAME_CONTENT_SQL}", ("p", "x", "x", "x"))
+        details = [row[3] for row in plan]
+        assert details[0] == "SEARCH memories USING INDEX memories_by_content (project=? AND <expr>=? AND <expr>=?)"
     finally:
         await db.close()
 

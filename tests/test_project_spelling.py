@@ -104,6 +104,7 @@ def _respell_as_an_older_release_stored_it(path: Path) -> None:
         conn.execute("DROP TRIGGER lessons_since_us_update")
         conn.execute("ALTER TABLE lessons DROP COLUMN since_us")
         conn.execute("DROP INDEX sessions_by_activity")
+        conn.execute("DROP INDEX memories_by_content")
         conn.execute("DELETE FROM schema_migrations WHERE version >= 13")
 
 

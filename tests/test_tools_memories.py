@@ -235,6 +235,24 @@ async def test_short_content_saved_again_is_the_same_memory_though_first_saved_w
     assert (await call(client, "memory_diagnose"))["counts"]["memories"] == 2  # both versions, one live
 
 
+async def test_content_saved_again_is_the_same_memory_however_long_its_first_title(client: Client) -> None:
+    # "use" "tab" against the eight words of title and content: too little alike by term sets, the
+    # same memory all the same
+    first = await call(
+        client, "memory_save", content="Use tabs", title="Indentation style for every file of the monorepo"
+    )
+    same = await call(client, "memory_save", content="Use tabs")
+    other_kind = await call(client, "memory_save", content="Use tabs", kind="preference")
+
+    assert (same["unchanged"], same["id"]) == (True, first["id"])
+    assert (other_kind["version"], other_kind["superseded_id"]) == (2, first["id"])
+    assert other_kind["similarity"] == 0.2857  # "use" "tab" of the seven words of title and content
+    memory = (await call(client, "memory_get", id=other_kind["id"]))["memory"]
+    assert memory["title"] == "Indentation style for every file of the monorepo"
+    found = await call(client, "memory_smart_search", query="tabs", kinds=["memory"])
+    assert [hit["id"] for hit in found["hits"]] == [other_kind["id"]]  # one live memory
+
+
 async def test_saving_the_same_content_as_another_kind_makes_a_new_version(client: Client) -> None:
     first = await call(client, "memory_save", content=DB_FACT, kind="fact")
     again = await call(client, "memory_save", content=DB_FACT, kind="decision")

@@ -80,7 +80,7 @@ async def exported(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[di
 async def test_diagnose_on_an_empty_database(client: Client, settings: Settings) -> None:
     diagnosis = await call(client, "memory_diagnose")
 
-    assert diagnosis["schema_version"] == MIGRATIONS[-1][0] == 19
+    assert diagnosis["schema_version"] == MIGRATIONS[-1][0] == 20
     assert diagnosis["integrity_ok"] is True
     assert diagnosis["integrity"] == ["ok"]
     assert diagnosis["db_path"] == str(settings.db)

@@ -22,11 +22,12 @@ TURNS = [
 
 
 def undo_after_schema_6(conn: sqlite3.Connection) -> None:
-    """Take away what migrations 7 to 19 added: the profile's running count, the triggers that keep
+    """Take away what migrations 7 to 20 added: the profile's running count, the triggers that keep
     it, the notes of forgotten records, the index of observations by type, the notes of folded ones,
     the index of relations by source, the scores of pruned outcomes (13 changed data only), the
     index of observations by session and time, the observations' fix cues, lessons' standings and
-    the index of sessions by activity (19 changed triggers the first line drops)."""
+    the index of sessions by activity (19 changed triggers the first line drops) and the index of
+    memories by content."""
     for (trigger,) in conn.execute("SELECT name FROM sqlite_master WHERE type = 'trigger'").fetchall():
         conn.execute(f"DROP TRIGGER {trigger}")
     conn.execute("DROP TABLE profile_tally")
@@ -40,6 +41,7 @@ def undo_after_schema_6(conn: sqlite3.Connection) -> None:
     conn.execute("DROP INDEX lessons_by_standing")
     conn.execute("ALTER TABLE lessons DROP COLUMN since_us")
     conn.execute("DROP INDEX sessions_by_activity")
+    conn.execute("DROP INDEX memories_by_content")
     conn.execute("DELETE FROM schema_migrations WHERE version > 6")
 
 
@@ -80,7 +82,7 @@ async def test_a_schema_1_file_is_migrated_and_re_analysed(settings: Settings, c
         hits = (await call(client, "memory_recall", query="Caroline support group 7 May 2023"))["hits"]
         found = await call(client, "memory_smart_search", query="adoption agencies")
 
-    assert diagnosis["schema_version"] == MIGRATIONS[-1][0] == 19
+    assert diagnosis["schema_version"] == MIGRATIONS[-1][0] == 20
     assert diagnosis["analyzer_version"] == ANALYZER_VERSION
     assert diagnosis["index_in_sync"] is True
     assert diagnosis["index_docs"] == diagnosis["stored_docs"] == {"observation": 3, "memory": 1}
@@ -157,6 +159,7 @@ async def test_a_schema_16_file_gets_the_standing_of_every_lesson(settings: Sett
         conn.execute("DROP TRIGGER lessons_since_us_update")
         conn.execute("ALTER TABLE lessons DROP COLUMN since_us")
         conn.execute("DROP INDEX sessions_by_activity")
+        conn.execute("DROP INDEX memories_by_content")
         conn.execute("DELETE FROM schema_migrations WHERE version >= 17")
 
     async with Client(build_server(settings, clock)) as client:

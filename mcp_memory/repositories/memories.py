@@ -15,6 +15,14 @@ _COLUMNS = (
     "occurred_at, root_id, parent_id, version, is_latest, superseded_by, similarity, created_at, updated_at"
 )
 
+SAME_CONTENT_SQL = (
+    # `+content`: a bare `content = ?` lets SQLite put the value in place of the column in the other
+    # terms, which then no longer match the expressions memories_by_content holds
+    f"SELECT {_COLUMNS} FROM memories WHERE project = ? AND is_latest = 1 AND length(content) = length(?) "
+    "AND substr(content, 1, 16) = substr(?, 1, 16) AND +content = ? ORDER BY created_at, id LIMIT 1"
+)
+"""The first saved latest memory of a project with exactly some content, sought in memories_by_content."""
+
 
 def _memory(row: Row) -> Memory:
     return Memory(**row_dict(row, ("concepts", "files"), ("is_latest",)))
@@ -68,6 +76,11 @@ class MemoryRepository(Repository):
         if found is None:
             raise NotFoundError("memory", mem_id, "call memory_smart_search to find memory ids", field=field)
         return found
+
+    async def latest_with_content(self, project: str, content: str) -> Memory | None:
+        """The first saved of the project's latest memories whose content is exactly `content`."""
+        row = await self.conn.fetchone(SAME_CONTENT_SQL, (project, content, content, content))
+        return None if row is None else _memory(row)
 
     async def get_many(self, ids: Sequence[str], project: str) -> list[Memory]:
         rows = await self.fetch_in(

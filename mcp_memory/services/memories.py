@@ -159,13 +159,17 @@ class MemoryService(Service):
                     f"supersedes: {supersedes} is an old version; the latest is {latest}, supersede that one"
                 )
             return named, round(self._jaccard(terms, named.id), 4), None
+        same = await repo.latest_with_content(draft.project, draft.content)
+        if same is not None:  # the same memory, however differently its title or concepts read
+            return same, round(self._jaccard(set(self.deps.index.analyzer.terms(text)), same.id), 4), None
         found = self._alike(draft.project, text, RESEMBLE_THRESHOLD)[:_SAME_CONTENT_READS]
         if not found:
             return None, None, None
         if found[0][1] <= SUPERSEDE_THRESHOLD:
             # Below the threshold for a title, concepts or files the other has: the same content is
-            # the same memory ("Use tabs" saved again without the concept it was first given). Only
-            # memories at least RESEMBLE_THRESHOLD alike are read: a save never scans every memory.
+            # the same memory ("Use tabs" saved again without the concept it was first given), case
+            # and spacing aside. Only memories at least RESEMBLE_THRESHOLD alike are read: a save
+            # never scans every memory.
             alike = {m.id: m for m in await repo.get_many([i for i, _ in found], draft.project)}
             content = _normal(draft.content)
             for memory_id, similarity in found:
