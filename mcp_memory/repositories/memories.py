@@ -221,6 +221,15 @@ class MemoryRepository(Repository):
         )
         return [_memory(r) for r in rows]
 
+    async def ids_in_sessions(self, session_ids: Sequence[str], project: str) -> dict[str, bool]:
+        """Every memory version saved in any of these sessions: its id, and whether it is the latest."""
+        rows = await self.fetch_in(
+            "SELECT id, is_latest FROM memories WHERE project = ? AND session_id IN ({ids}) ORDER BY id",
+            session_ids,
+            (project,),
+        )
+        return {str(r[0]): bool(r[1]) for r in rows}
+
     async def latest_ids_updated_between(self, project: str, start: str | None, end: str | None) -> list[str]:
         """Ids of the latest memory versions last updated within [start, end] (either end open), oldest first."""
         rows = await self.conn.fetchall(

@@ -94,6 +94,11 @@ class OutcomeRepository(Repository):
         )
         return [_outcome(r) for r in rows]
 
+    async def ids_in_sessions(self, session_ids: Sequence[str]) -> list[str]:
+        """Ids of the outcomes recorded in any of these sessions."""
+        rows = await self.fetch_in("SELECT id FROM outcomes WHERE session_id IN ({ids}) ORDER BY id", session_ids)
+        return [str(r[0]) for r in rows]
+
     async def between(self, project: str, since: str | None, until: str | None) -> list[Outcome]:
         rows = await self.conn.fetchall(
             f"SELECT {_OUTCOME_COLUMNS} FROM outcomes WHERE project = ? AND created_at >= coalesce(?, '') "

@@ -273,6 +273,7 @@ class ConsolidateService(Service):
             fact_fingerprint(text) for text in await MemoryRepository(tx).superseded_contents(project)
         }
         analyzer = self.deps.index.analyzer
+        await self.deps.indexer.catch_up(tx)  # which facts memories already say is read from the index
         promoted: list[frozenset[str]] = []  # the index learns of this pass's memories only at commit
         changes = []
         for sightings in groups:

@@ -166,9 +166,19 @@ class ForgetService(Service):
                 MemoryRepository(tx),
                 SessionRepository(tx),
             )
-            # Memories outlive the session they were saved in; their index entries must forget it too.
-            orphans = [
-                m.id for m in await memories.latest_in_sessions(plan.sessions, project) if m.id not in plan.memories
+            # Memories and outcomes outlive the session they were saved in (the database clears their
+            # link): the latest memories' index entries must forget it too, and the audit names every
+            # row so changed, so other processes re-read them.
+            going = set(plan.memories)
+            unlinked = {
+                memory_id: latest
+                for memory_id, latest in (await memories.ids_in_sessions(plan.sessions, project)).items()
+                if memory_id not in going
+            }
+            orphans = [memory_id for memory_id, latest in unlinked.items() if latest]
+            going_outcomes = set(plan.others.get("outcome", []))
+            unlinked_outcomes = [
+                o for o in await OutcomeRepository(tx).ids_in_sessions(plan.sessions) if o not in going_outcomes
             ]
             # Sessions that stay lose some observations: their count, title and summary must forget them too.
             thinned = [
@@ -210,6 +220,11 @@ class ForgetService(Service):
             for kind_name, id_list in plan.as_dict().items():
                 for record_id in id_list if kind_name != FOLDED else ():  # a cut digest is its session's update
                     tx.changed(kind_name, record_id, "delete")
+            released = sorted({action_id for ids in plan.released.values() for action_id in ids})
+            cleared = (("memory", list(unlinked)), ("outcome", unlinked_outcomes), ("action", released))
+            for kind_name, id_list in cleared:  # links the database cleared as the records they named went
+                for record_id in id_list:
+                    tx.changed(kind_name, record_id, "update")
             if doomed or plan.digest_lines:  # the index cache on disk still holds their terms
                 tx.on_commit(self.deps.builder.drop_cache)
         return self._result(plan, dry_run=False)

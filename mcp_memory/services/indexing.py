@@ -213,6 +213,12 @@ class Indexer(Follower):
         tx.on_commit(lambda: self.forget_terms(gone))
         return len(gone)
 
+    async def catch_up(self, tx: Tx) -> None:
+        """Bring the index up to every commit before a write reads it to decide what to change: the
+        caller's index was synced before it waited for the write lock, and another process may have
+        committed in between."""
+        await self._catch_up(tx)
+
     async def _delete_unused(self, tx: Tx, candidates: set[int]) -> dict[str, int]:
         """Delete those of `candidates` (term ids) that no record uses once `tx` commits; returns
         them, and notes them so a later write of `tx` stores such a word anew."""

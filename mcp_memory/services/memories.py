@@ -101,6 +101,7 @@ class MemoryService(Service):
                     update={"session_id": (await SessionRepository(tx).get(session_id, project)).id}
                 )
             repo = MemoryRepository(tx)
+            await self.deps.indexer.catch_up(tx)  # what the save replaces is read from the index
             parent, similarity, resembles = await self._predecessor(repo, draft, supersedes)
             if parent is not None and _same(parent, draft, given):
                 return SaveResult(
