@@ -133,6 +133,20 @@ def test_a_record_reads_month_names_only_as_words_and_needs_no_digit_for_one(tex
     assert set(record_tokens(text, MAY_8.timestamp())) - own == dates
 
 
+@pytest.mark.parametrize(
+    ("text", "dates"),
+    [
+        ("Restored snapshot_2024-03-15.sql to staging.", {"@2024-03-15", "@2024-03", "@2024", "@--03-15", "@--03"}),
+        ("Log 2024-03-15T10:22:01Z worker died.", {"@2024-03-15", "@2024-03", "@2024", "@--03-15", "@--03"}),
+        ("Tag release-2024-03 pushed.", {"@2024-03", "@2024", "@--03"}),
+        ("Build v2024-03-15 and 12024-03-15 name no date.", set()),  # inside a longer word or number
+    ],
+)
+def test_an_iso_date_in_a_name_or_timestamp_is_a_date_of_its_day(text: str, dates: set[str]) -> None:
+    own = set(record_tokens("Nothing dated here.", MAY_8.timestamp()))
+    assert set(record_tokens(text, MAY_8.timestamp())) - own == dates
+
+
 def test_dates_are_read_whatever_case_the_text_writes_them_in() -> None:
     tokens = record_tokens("İZMİR TRIP: flew out MAY 7, 2023; back in JUNE. They may 2x the budget.", MAY_8.timestamp())
     # a letter whose lower case is longer ("İ") before a date leaves where the date stands unchanged
@@ -152,6 +166,17 @@ async def test_recall_finds_a_date_a_record_writes_out_by_that_date(client: Clie
     hits = (await call(client, "memory_recall", query=query))["hits"]
 
     assert [h["id"] for h in hits] == [said["id"]]
+
+
+async def test_recall_by_a_date_finds_the_file_and_the_log_line_of_that_day(client: Client) -> None:
+    backup = await call(client, "memory_observe", content="Nightly backup written to snapshot_2024-03-15.sql.")
+    crash = await call(client, "memory_observe", content="Worker crashed: log line 2024-03-15T10:22:01Z shows OOM.")
+    other = await call(client, "memory_observe", content="Quarterly report deadline is 2024-03-29 for finance.")
+
+    hits = (await call(client, "memory_recall", query="what happened on 2024-03-15?"))["hits"]
+
+    assert {h["id"] for h in hits[:2]} == {backup["id"], crash["id"]}
+    assert [h["id"] for h in hits[2:]] in ([], [other["id"]])  # another day of the month, if at all, after
 
 
 def test_a_query_names_relative_dates_from_now() -> None:

@@ -18,14 +18,15 @@ import Stemmer
 
 from mcp_memory.search.stopwords import STOP_WORDS
 
-ANALYZER_VERSION = 10
+ANALYZER_VERSION = 11
 """Bump whenever stored terms would come out differently (a change to `Analyzer.terms`, to the
 fields a service indexes, or to the date a record is indexed under): every record is then
 re-analysed once at start-up. 6: a session is dated when its observations happened. 7: words keep
 their combining marks (Devanagari, Tamil), Greek, Hebrew and Arabic marks are folded away, and
 Thai, Lao, Myanmar and Khmer text is bigrammed as CJK text is. 8: a date the text writes out is
 one of the record's date tokens. 9: a word wrapped in underscores (`__init__`) is split too. 10: soft
-hyphens, zero-width spaces and word joiners no longer cut a word apart."""
+hyphens, zero-width spaces and word joiners no longer cut a word apart. 11: an ISO date inside a
+name (`snapshot_2024-03-15.sql`) or a timestamp (`2024-03-15T10:22:01Z`) is a date of its day."""
 
 
 def _mark_class() -> str:

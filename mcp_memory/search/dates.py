@@ -57,7 +57,9 @@ WORDS = frozenset(_MONTHS) | frozenset(_WEEKDAYS) | {"yesterday", "today", "toni
 # The absolute patterns are matched in lower-cased text (`_lowered`): with IGNORECASE, Python's re
 # tries every spelling of every month name at every position, half of what reading a note's dates cost.
 _MONTH = "(" + "|".join(sorted(_MONTHS, key=len, reverse=True)) + r")\.?"
-_ISO = re.compile(r"\b(\d{4})-(\d{2})(?:-(\d{2}))?\b")
+# An ISO date may sit in a name (`snapshot_2024-03-15.sql`: `_` is a word character, so `\b` is
+# no edge there) or open a timestamp (`2024-03-15t10:22`, lower-cased), not inside a longer word or number.
+_ISO = re.compile(r"(?<![^\W_])(\d{4})-(\d{2})(?:-(\d{2}))?(?=t\d|[\W_]|$)")
 _DAY_MONTH_YEAR = re.compile(rf"\b(\d{{1,2}})(?:st|nd|rd|th)?\s+(?:of\s+)?{_MONTH},?\s+(\d{{4}})\b")
 _MONTH_DAY_YEAR = re.compile(rf"\b{_MONTH}\s+(\d{{1,2}})(?:st|nd|rd|th)?,?\s+(\d{{4}})\b")
 _MONTH_YEAR = re.compile(rf"\b{_MONTH},?\s+(\d{{4}})\b")
