@@ -27,8 +27,10 @@ import uvicorn
 from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
 from mcp.server.mcpserver import MCPServer
 from mcp.server.stdio import stdio_server
+from mcp.server.subscriptions import ListenHandler
 from mcp.server.transport_security import TransportSecuritySettings
-from mcp_types import CallToolResult, TextContent
+from mcp.shared.exceptions import MCPError
+from mcp_types import INTERNAL_ERROR, CallToolResult, TextContent
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
@@ -47,6 +49,7 @@ logger = logging.getLogger(__name__)
 GRACE_S = 10.0
 PARENT_POLL_S = 1.0
 RESPONSE_DRAIN_S = 0.5
+LISTEN = "subscriptions/listen"
 
 
 class ListenError(Exception):
@@ -62,9 +65,29 @@ class CallTracker:
         self.closing = False
         self._idle = anyio.Event()
         self._idle.set()
+        self._end_streams: list[Callable[[], None]] = []
+
+    def ends_listen_streams_of(self, server: MCPServer[Any]) -> None:
+        """Have `close` end the server's `subscriptions/listen` streams."""
+        entry = server._lowlevel_server.get_request_handler(LISTEN)  # the SDK keeps its handler there only
+        if entry is not None and isinstance(entry.handler, ListenHandler):
+            self._end_streams.append(entry.handler.close)
+
+    def close(self, refuse_new: bool = True) -> None:
+        """Begin a shutdown: end every listen stream (each sends its client its final result, so the
+        client knows it ended on purpose) and, if told, refuse calls from now on."""
+        self.closing = refuse_new
+        for end in self._end_streams:
+            end()
 
     async def __call__(self, ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> HandlerResult:
         if ctx.request_id is None:  # a notification, not a call
+            return await call_next(ctx)
+        if ctx.method == LISTEN:
+            # A stream open until the client or a shutdown ends it, not a call to wait for: counted,
+            # an idle one held every shutdown for the whole grace period.
+            if self.closing:
+                raise MCPError(INTERNAL_ERROR, "the server is shutting down; listen again in a moment")
             return await call_next(ctx)
         if self.closing and ctx.method == "tools/call":
             text = "Error: the server is shutting down; retry in a moment"
@@ -110,11 +133,11 @@ class _DrainingServer(uvicorn.Server):
             self._announce()
 
     def handle_exit(self, sig: int, frame: FrameType | None) -> None:
+        self._tracker.close()  # else uvicorn waits out its grace for each open listen response
         if self._draining or self._tracker.active == 0:
             self._stop(sig, frame)
             return
         self._draining = True
-        self._tracker.closing = True
         logger.info("received %s; finishing %d call(s) in flight", signal.Signals(sig).name, self._tracker.active)
         asyncio.get_running_loop().create_task(self._drain(sig, frame))
 
@@ -146,9 +169,11 @@ def serve(settings: Settings, grants: Sequence[Grant], announce: Callable[[int],
     tracker = CallTracker()
     if settings.transport == "stdio":
         server = build_server(settings, shared=shared, middleware=[tracker])
+        tracker.ends_listen_streams_of(server)
         anyio.run(_run_stdio, server, shared, tracker)
         return 0
     server = build_server(settings, shared=shared, middleware=[tracker], grants=grants)
+    tracker.ends_listen_streams_of(server)
     app = http_app(server, settings, shared)
     config = uvicorn.Config(
         app,
@@ -334,7 +359,7 @@ async def _watch_signals(tracker: CallTracker, stop: Callable[[], None]) -> None
 
 async def _finish_calls(tracker: CallTracker, why: str, *, refuse_new: bool = True) -> None:
     """Wait (up to a grace period) for the calls in flight to be answered, refusing new ones if told."""
-    tracker.closing = refuse_new
+    tracker.close(refuse_new)
     logger.info("%s; finishing %d call(s) in flight", why, tracker.active)
     busy, started = tracker.active, tracker.started
     with anyio.move_on_after(GRACE_S) as waited:

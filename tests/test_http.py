@@ -382,6 +382,26 @@ async def test_sigterm_lets_a_call_in_flight_finish_then_closes_the_database(
     assert _closed_database(server.db) == ["Saved before the signal.", "Saved while the signal arrived."]
 
 
+async def test_an_open_listen_stream_ends_on_sigterm_and_holds_no_shutdown(tmp_path: Path) -> None:
+    with running(tmp_path, env={"MCP_MEMORY_AUTH_TOKEN": TOKEN}) as server:
+        async with mcp_client(server) as client, client.listen(resources_list_changed=True) as sub:
+            await call(client, "memory_slot_create", name="notes", content="v1", pinned=True)
+            began = time.monotonic()
+            server.proc.send_signal(signal.SIGTERM)
+            heard = []
+            with anyio.move_on_after(20):
+                async for event in sub:  # ends when the server closes the stream
+                    heard.append(event)
+            code = await anyio.to_thread.run_sync(server.proc.wait, 20)
+            took = time.monotonic() - began
+
+    assert code == 0, server.stderr()
+    assert heard  # the slot's events, then the stream's end
+    # an idle listen stream is no call in flight: the shutdown does not wait out its 10 s grace
+    assert took < 5, f"{took:.1f} s"
+    assert "graceful shutdown exceeded" not in server.stderr()
+
+
 @pytest.mark.parametrize(
     "sig",
     [
@@ -432,6 +452,25 @@ async def test_a_stdio_server_exits_by_itself_when_its_stdin_closes(tmp_path: Pa
     assert closed_in < 1.9, f"the server did not exit on its own after stdin closed ({closed_in:.2f} s)"
     assert wait_gone(pid, 1)
     assert _closed_database(db) == ["Saved just before the client went away."]
+
+
+@pytest.mark.parametrize("stop", ["stdin closed", "SIGTERM"])
+async def test_a_stdio_server_with_a_listen_stream_open_exits_promptly(tmp_path: Path, stop: str) -> None:
+    db = tmp_path / "listen.db"
+    async with Client(stdio_params(db)) as client:
+        await call(client, "memory_save", content="Saved before listening.")
+        (pid,) = _children_with(str(db))
+        async with client.listen(resources_list_changed=True, resource_subscriptions=["memory://context"]):
+            started = time.monotonic()
+            if stop == "SIGTERM":
+                os.kill(pid, signal.SIGTERM)
+                assert await anyio.to_thread.run_sync(wait_gone, pid, 5)
+    closed_in = time.monotonic() - started
+    # the SDK closes stdin and waits up to 2 s before it kills the server; a listen stream counted
+    # as a call in flight held the server for its whole 10 s grace
+    assert closed_in < 1.9, f"{closed_in:.2f} s"
+    assert wait_gone(pid, 1)
+    assert _closed_database(db) == ["Saved before listening."]
 
 
 def test_a_stdio_server_exits_0_when_its_stdin_closes(tmp_path: Path) -> None:
