@@ -112,7 +112,9 @@ class Settings(BaseModel):
         "host:port; case-insensitive, and each also allows its http(s) Origins; loopback names always.",
     )
     allowed_origins: list[str] = Field(
-        default_factory=list, description="Extra browser Origins accepted (comma-separated, e.g. https://app.example)."
+        default_factory=list,
+        description="Extra browser Origins accepted, comma-separated: scheme://host with :port or :* (any port), "
+        "no path, e.g. https://app.example.",
     )
     max_request_bytes: int = Field(4 * 1024 * 1024, ge=1024, description="Largest HTTP request body accepted (bytes).")
     log_level: LogLevel = Field("INFO", description="Log level; logs always go to stderr.")
@@ -353,6 +355,16 @@ class Settings(BaseModel):
             return [part.strip() for part in value.split(",") if part.strip()]
         return value
 
+    @field_validator("allowed_hosts")
+    @classmethod
+    def _allowed_hosts(cls, value: list[str]) -> list[str]:
+        return [check_allowed_host(entry.strip()) for entry in value]
+
+    @field_validator("allowed_origins")
+    @classmethod
+    def _allowed_origins(cls, value: list[str]) -> list[str]:
+        return [check_allowed_origin(entry.strip()) for entry in value]
+
     @property
     def file_paths_allowed(self) -> bool:
         """Whether tools may read and write files on the server's disk (never by default for remote callers)."""
@@ -424,11 +436,52 @@ def check_host(host: str) -> str:
     except ValueError:
         pass
     if host == "" or (bare == host.strip() and len(bare) <= 253 and _HOST_NAME.fullmatch(bare)):
-        return bare
+        return bare.lower()  # names are case-insensitive: LOCALHOST is loopback too
     raise ValueError(
         f"expected a host name or IP address (e.g. 127.0.0.1, ::1, memory.example.com), not a URL or host:port,"
         f" got {host!r}; give the port with --port"
     )
+
+
+_ORIGIN = re.compile(r"[a-z][a-z0-9+.-]*://(\[[^]]*\]|[^]:/?#@[]*)(?::([^:]*))?", re.IGNORECASE)
+
+
+def check_allowed_host(entry: str) -> str:
+    """An allowed Host value (`host`, `host:*` or `host:port`; IPv6 in brackets), else ValueError: an
+    entry no Host header can equal (a URL, `*`) would refuse every request it was meant to let in."""
+    if entry.startswith("["):
+        base, closed, rest = entry[1:].partition("]")
+        port = rest[1:] if rest.startswith(":") else None
+        shaped = bool(closed) and (not rest or port is not None)
+    elif entry.count(":") == 1:
+        (base, _, port), shaped = entry.partition(":"), True
+    else:
+        base, port, shaped = entry, None, True  # an IPv6 address without brackets has no port
+    if shaped and _is_host(base) and (port is None or _is_port(port, wildcard=True)):
+        return entry
+    hint = " (a wildcard would let any site's pages in: name the hosts)" if "*" in base else ""
+    raise ValueError(f"expected host, host:* (any port) or host:port, e.g. memory.example.com:*, got {entry!r}{hint}")
+
+
+def check_allowed_origin(entry: str) -> str:
+    """An allowed browser Origin (`scheme://host`, with `:port` or `:*`, no path), else ValueError: a
+    browser sends exactly that form, so any other never matches."""
+    match = _ORIGIN.fullmatch(entry)
+    if match and _is_host(match[1].strip("[]")) and (match[2] is None or _is_port(match[2], wildcard=True)):
+        return entry
+    raise ValueError(f"expected scheme://host[:port], as a browser sends it (e.g. https://app.example), got {entry!r}")
+
+
+def _is_host(name: str) -> bool:
+    """Whether `name` is a host name or an IP address (not empty, not every interface)."""
+    try:
+        return check_host(name) != ""
+    except ValueError:
+        return False
+
+
+def _is_port(port: str, *, wildcard: bool = False) -> bool:
+    return (wildcard and port == "*") or (port.isdigit() and 1 <= int(port) <= 65535)
 
 
 def shown_url(url: str) -> str:

@@ -4,6 +4,7 @@ port or a scheme in it; and Ctrl-C while the server is still starting exits quie
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -14,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from mcp_memory.auth import Grant
+from mcp_memory.auth import Grant, http_grants
 from mcp_memory.config import Settings
 from mcp_memory.server import build_server
 from tests._servers import TOKEN, run_clis, serve_command, server_env
@@ -167,6 +168,42 @@ def test_a_host_is_read_without_blanks_or_brackets_and_serves_with_a_token(tmp_p
     for blank in (" ", "[memory.example.com]", "user@host", "a b"):
         with pytest.raises(ValueError, match=r"^--host: expected a host name or IP address"):
             Settings.resolve({"host": blank, "db": str(tmp_path / "m.db")}, {})
+
+
+def test_a_host_name_in_any_case_is_one_host_and_localhost_is_loopback(tmp_path: Path) -> None:
+    for given in ("LOCALHOST", "Localhost"):
+        settings = Settings.resolve({"host": given, "transport": "streamable-http", "db": str(tmp_path / "m.db")}, {})
+        assert settings.host == "localhost"
+        assert http_grants(settings) == []  # served without a token, as lower-case localhost is
+
+
+@pytest.mark.parametrize(
+    ("field", "entry"),
+    [
+        ("allowed_hosts", "https://memory.example.com"),
+        ("allowed_hosts", "*"),
+        ("allowed_hosts", "*.example.com"),
+        ("allowed_hosts", "memory.example.com:99999"),
+        ("allowed_hosts", "memory.example.com/mcp"),
+        ("allowed_origins", "app.example"),
+        ("allowed_origins", "https://app.example/"),
+        ("allowed_origins", "null"),
+    ],
+)
+def test_an_allow_list_entry_no_request_can_match_is_refused(tmp_path: Path, field: str, entry: str) -> None:
+    # taken literally, each refused every request it was meant to let in (and "*" passed for the
+    # allow-list a wildcard bind needs)
+    good = "127.0.0.1" if field == "allowed_hosts" else "https://ok.example"
+    with pytest.raises(ValueError, match=rf"^--{field.replace('_', '-')}: expected .*got '{re.escape(entry)}'"):
+        Settings.resolve({field: f"{good}, {entry}", "db": str(tmp_path / "m.db")}, {})
+
+
+def test_allow_list_entries_of_every_working_form_are_kept(tmp_path: Path) -> None:
+    hosts = "memory.example.com, memory.example.com:*, memory.example.com:8443, [::1]:8080, ::1, 10.0.0.1:*"
+    origins = "https://app.example, http://app.example:3000, https://app.example:*, vscode-webview://abc123"
+    settings = Settings.resolve({"allowed_hosts": hosts, "allowed_origins": origins, "db": str(tmp_path / "m.db")}, {})
+    assert settings.allowed_hosts == hosts.split(", ")
+    assert settings.allowed_origins == origins.split(", ")
 
 
 # -- Ctrl-C while starting -------------------------------------------------------------------------------
