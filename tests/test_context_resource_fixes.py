@@ -163,6 +163,24 @@ async def test_a_slot_forgotten_by_id_changes_the_resource_list(client: Client) 
     assert "memory://slots/notes" not in {str(r.uri) for r in (await client.list_resources()).resources}
 
 
+async def test_an_import_names_the_resources_of_the_projects_it_wrote(client: Client, tmp_path: Path) -> None:
+    async with Client(build_server(Settings(db=tmp_path / "elsewhere.db", project="x:web"))) as elsewhere:
+        await call(elsewhere, "memory_slot_create", name="notes", content="from a copy")
+        document = (await call(elsewhere, "memory_export"))["document"]
+    named = f"?project={quote('x:web', safe='')}"
+    theirs = [f"memory://context{named}", f"memory://slots/notes{named}"]
+
+    async with client.listen(resources_list_changed=True, resource_subscriptions=["memory://context", *theirs]) as sub:
+        await call(client, "memory_import", document=document)
+        seen = await events_until(sub, {ResourceUpdated(uri) for uri in theirs})
+        await call(client, "memory_save", content="A fact of the caller's own project.")
+        own = await events_until(sub, {ResourceUpdated("memory://context")})
+
+    # the caller's own context and slot list did not change: only its own save told it so
+    assert set(seen) == {ResourceUpdated(uri) for uri in theirs}
+    assert own == [ResourceUpdated("memory://context")]
+
+
 # -- 3. the session-start prompt takes the words that let the most memory in ----------------------------
 
 

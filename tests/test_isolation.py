@@ -20,9 +20,11 @@ import pytest
 from mcp import Client
 from mcp.client.session import ClientRequestContext
 from mcp.shared.exceptions import MCPError
-from mcp.shared.subscriptions import ResourceUpdated
+from mcp.shared.subscriptions import ResourcesListChanged, ResourceUpdated
 from mcp_types import ListRootsResult, Root
 
+from mcp_memory.config import Settings
+from mcp_memory.server import build_server
 from tests._servers import TOKEN, HttpServer, mcp_client, running, stdio_params
 from tests.conftest import call, call_error
 from tests.test_context_resource_fixes import events_until
@@ -467,3 +469,27 @@ async def test_a_project_bound_listener_hears_nothing_of_another_projects_writes
         seen = await events_until(subscription, {ResourceUpdated("memory://context")})
 
     assert seen == [ResourceUpdated("memory://context")]
+
+
+async def test_a_bound_callers_import_is_heard_of_in_its_project_only(server: HttpServer, tmp_path: Path) -> None:
+    mine, theirs = PROJECTS[0], PROJECTS[1]
+    async with Client(build_server(Settings(db=tmp_path / "elsewhere.db", project=mine))) as elsewhere:
+        await call(elsewhere, "memory_slot_create", name="imported_probe", content="from a copy", pinned=True)
+        document = (await call(elsewhere, "memory_export"))["document"]
+    watched = ["memory://context", "memory://slots/imported_probe"]
+
+    async with (
+        mcp_client(server, BOUND[mine]) as listener,
+        mcp_client(server, BOUND[theirs]) as other,
+        listener.listen(resources_list_changed=True, resource_subscriptions=watched) as mine_hears,
+        other.listen(resources_list_changed=True, resource_subscriptions=watched) as theirs_hear,
+    ):
+        imported = await call(listener, "memory_import", document=document)
+        heard = await events_until(mine_hears, {ResourceUpdated(uri) for uri in watched} | {ResourcesListChanged()})
+        await call(other, "memory_save", content="A fact of their own.")
+        # Events keep the order of the writes: any of the import's would come first.
+        overheard = await events_until(theirs_hear, {ResourceUpdated("memory://context")})
+
+    assert (imported["inserted"]["slots"], imported["projects"]) == (1, [mine])
+    assert set(heard) == {ResourceUpdated(uri) for uri in watched} | {ResourcesListChanged()}
+    assert overheard == [ResourceUpdated("memory://context")]

@@ -14,7 +14,7 @@ from pydantic import BaseModel
 
 from mcp_memory.db import Tx
 from mcp_memory.errors import ConflictError, ImportFormatError, InvalidInputError
-from mcp_memory.models.records import FoldedObservation, Observation, Outcome, Session
+from mcp_memory.models.records import FoldedObservation, Observation, Outcome, Session, Slot
 from mcp_memory.models.results import ExportResult, ImportResult
 from mcp_memory.repositories.archive import ArchiveRepository, RowConflict, UpsertResult
 from mcp_memory.repositories.archive_tables import TABLES, TableSpec
@@ -41,10 +41,22 @@ from mcp_memory.services.export_format import (
 from mcp_memory.services.export_text import DocumentWriter
 from mcp_memory.services.import_scope import ImportScope, ImportTally
 from mcp_memory.services.relations import fold_chain_relations
+from mcp_memory.services.slots import note_written
 
 IMPORT_CHUNK = 1_000  # rows upserted, indexed and reported as progress at a time
 EXPORT_PAGE = 1_000  # rows read and written to an export file at a time
 SESSION_CHUNK = 500  # sessions an import settles at a time (their renumbered observations sit in memory)
+
+IMPORT_ACTION = "memory_import"
+_WROTE_PROJECTS = "projects"
+"""The key of `Tx.extra` (the audit row's detail) naming the projects an import wrote rows of."""
+
+
+def written_projects(tx: Tx) -> list[str] | None:
+    """The projects a committed import wrote rows of; None for a write of any other kind."""
+    projects = tx.extra.get(_WROTE_PROJECTS) if tx.action == IMPORT_ACTION else None
+    return None if projects is None else list(projects)
+
 
 Reindexer = Callable[[Tx, Sequence[Any]], Awaitable[None]]
 """Brings the index in line with freshly imported records of one table."""
@@ -197,7 +209,7 @@ class OperationsService(Service):
         tables = check_document(document)
         parsed = {spec.name: [parse(spec, i, r) for i, r in enumerate(tables.get(spec.name, []))] for spec in TABLES}
         total = sum(len(rows) for rows in parsed.values())
-        async with self.db.transaction("memory_import") as tx:
+        async with self.db.transaction(IMPORT_ACTION, project=tally.scope.only_project) as tx:
             await ArchiveRepository(tx).defer_foreign_keys()
             for spec, chunk in _chunks(parsed):
                 await self._store(tx, spec, chunk, tally)
@@ -210,7 +222,7 @@ class OperationsService(Service):
             handle = await anyio.open_file(source, "rb")
         except OSError as exc:
             raise InvalidInputError("path", f"cannot read {source}: {exc.strerror or exc}") from None
-        async with handle, self.db.transaction("memory_import") as tx:
+        async with handle, self.db.transaction(IMPORT_ACTION, project=tally.scope.only_project) as tx:
             await ArchiveRepository(tx).defer_foreign_keys()
             async with aclosing(read_batches(handle, parse, IMPORT_CHUNK)) as batches:
                 async for spec, chunk, read in batches:
@@ -258,6 +270,8 @@ class OperationsService(Service):
                     tally.projects.add(project)
                 if isinstance(record, Session | Observation):
                     tally.sessions.add(record.id if isinstance(record, Session) else record.session_id)
+                if isinstance(record, Slot):
+                    note_written(tx, record, listing=True)
                 if isinstance(record, Session):
                     tally.replaced.add(record.id)
                     if outcome.inserted:
@@ -300,6 +314,7 @@ class OperationsService(Service):
                 tally.updated["mistake_cards"] += 1
         await self._settle_sessions(tx, tally)
         await self._resummarise(tx, sorted(tally.grown))
+        tx.extra[_WROTE_PROJECTS] = sorted(tally.projects)
         if tally.restore:
             tally.restored = await ForgottenRepository(tx).unforget(tally.records)
         else:

@@ -51,10 +51,15 @@ class SlotChange:
 
     scope: str | None
     """The project it lives in (GLOBAL_PROJECT: a global slot); None when the write did not say (a
-    memory_forget or memory_import, which write slots as records of any kind)."""
+    memory_forget, which deletes slots as records of any kind)."""
     name: str | None
     listing: bool
     """Whether what a list of slots shows of it may have changed: made, deleted or described anew."""
+
+
+def note_written(tx: Tx, slot: Slot, *, listing: bool) -> None:
+    """Note on `tx` that it wrote `slot` (`listing`: made, deleted or described anew), for `written_slots`."""
+    tx.note(_WRITTEN, {slot.id: (slot.project, slot.name, listing)})
 
 
 def written_slots(tx: Tx) -> list[SlotChange]:
@@ -165,7 +170,7 @@ class SlotService(Service):
             _fits("content", slot, slot.content, "create", created=True, redacted=bool(scrub.summary()))
             await repo.add(slot)
             tx.changed("slot", slot.id, "create")
-            tx.note(_WRITTEN, {slot.id: (slot.project, slot.name, True)})
+            note_written(tx, slot, listing=True)
         return SlotResult(slot=self.view(slot), created=True, redacted=scrub.summary())
 
     async def append(
@@ -282,7 +287,7 @@ class SlotService(Service):
             await repo.delete(slot.id)
             relations = await drop_relations(tx, [slot.id])
             tx.changed("slot", slot.id, "delete")
-            tx.note(_WRITTEN, {slot.id: (slot.project, slot.name, True)})
+            note_written(tx, slot, listing=True)
         scope = "global" if slot.project == GLOBAL_PROJECT else "project"
         return SlotDeleted(name=slot.name, scope=scope, id=slot.id, relations_deleted=relations)
 
@@ -334,7 +339,7 @@ class SlotService(Service):
         else:
             await repo.update(slot)
         tx.changed("slot", slot.id, "create" if created else "update")
-        tx.note(_WRITTEN, {slot.id: (slot.project, slot.name, created or described)})
+        note_written(tx, slot, listing=created or described)
 
     def _new(self, scope: str, name: str, content: str, limit: int, pinned: bool, description: str | None) -> Slot:
         now = self.now_iso()

@@ -26,6 +26,7 @@ from pydantic import Field
 from mcp_memory.context import AppContext
 from mcp_memory.errors import MCPMemoryError, NotFoundError
 from mcp_memory.services.common import GLOBAL_PROJECT
+from mcp_memory.services.operations import written_projects
 from mcp_memory.services.slots import written_slots
 from mcp_memory.tools._common import Ctx, Project, _argument_problem, app_of, text_safe
 from mcp_memory.tools.caller import agent_of, claims_of, project_of
@@ -380,7 +381,10 @@ async def scope_listen(ctx: ServerRequestContext[Any, Any], call_next: CallNext)
 
 def changed_resources(tx: Tx, audience: Audience) -> list[ServerEvent]:
     """The events of the resources a committed transaction may have changed that `audience` reads, each once."""
-    write = tx.project  # None: a write of records of any project (an import)
+    write = tx.project  # None: a write of records of any project (an import, a sweep of every project)
+    imported = written_projects(tx)
+    # the projects whose records it wrote (None: not known)
+    writes: list[str | None] = [write] if write is not None or imported is None else [*imported]
     events: dict[ServerEvent, None] = {}  # ordered, without repeats
     slots = written_slots(tx)
     for slot in slots:
@@ -400,11 +404,13 @@ def changed_resources(tx: Tx, audience: Audience) -> list[ServerEvent]:
         for scope in [None] * listed + [p for p in named if audience.hears_of(p)]:
             events[ResourceUpdated(uri=resource_uri(_SLOT_TEMPLATE, scope, name=slot.name))] = None
     # A global record (a pinned global slot opens every context) changes every project's context,
-    # whoever wrote it; a write of unknown projects (an import) only an unrestricted caller hears of.
-    shared = write == GLOBAL_PROJECT or any(slot.scope == GLOBAL_PROJECT for slot in slots)
-    scopes: list[str | None] = [None, audience.own] if shared or (write is None and not audience.restricted) else []
-    if write not in (None, GLOBAL_PROJECT):
-        scopes += ([None] if write == audience.own else []) + ([write] if audience.hears_of(write) else [])
+    # whoever wrote it; a write of unknown projects only an unrestricted caller hears of.
+    shared = GLOBAL_PROJECT in writes or any(slot.scope == GLOBAL_PROJECT for slot in slots)
+    unknown = None in writes and not audience.restricted
+    scopes: list[str | None] = [None, audience.own] if shared or unknown else []
+    for project in writes:
+        if project not in (None, GLOBAL_PROJECT):
+            scopes += ([None] if project == audience.own else []) + ([project] if audience.hears_of(project) else [])
     for scope in dict.fromkeys(scopes):
         events[ResourceUpdated(uri=resource_uri(_CONTEXT_TEMPLATE, scope))] = None
     return list(events)
