@@ -260,6 +260,8 @@ async def test_the_context_resource_checks_its_arguments_naming_them(client: Cli
         ("memory://context?budget=500&bogus=1", "bogus: unknown argument"),
         ("memory://slots/persona?projekt=x", "projekt: unknown argument; this resource takes project"),
         ("memory://slots/persona?project=a%2Fb", "project: must be"),
+        ("memory://slots/persona?project=a&project=b", "project: given 2 times; give it once"),
+        ("memory://context?budget=500&budget=100", "budget: given 2 times; give it once"),
     ],
 )
 async def test_a_resource_refuses_arguments_it_does_not_take_or_cannot_use(

@@ -236,12 +236,14 @@ def check_resource_arguments() -> ServerMiddleware[Any]:
             base, _, query = uri.partition("?")
             taken = next((names for start, names in _RESOURCE_ARGUMENTS.items() if base.startswith(start)), None)
             if taken is not None and query:
-                for key in parse_qs(query, keep_blank_values=True):
+                for key, values in parse_qs(query, keep_blank_values=True).items():
                     if key not in taken:
                         raise MCPError(
                             code=INVALID_PARAMS,
                             message=f"{key}: unknown argument; this resource takes {', '.join(taken)}",
                         )
+                    if len(values) > 1:  # the template would read the first and drop the rest unsaid
+                        raise MCPError(code=INVALID_PARAMS, message=f"{key}: given {len(values)} times; give it once")
         return await call_next(ctx)
 
     return check
