@@ -259,6 +259,16 @@ async def test_title_facts_concepts_and_files_are_extracted_when_omitted(client:
     assert saved["concepts"] == ["sqlite", "observetool"]  # a product name in acronym case is one too
 
 
+@pytest.mark.parametrize("title", ["", "   ", "\u200b\u2060", "\ufeff \u200d"])
+async def test_a_title_that_shows_nothing_is_no_title(client: Client, title: str) -> None:
+    observed = await call(client, "memory_observe", content="Switched the journal to WAL. More text.", title=title)
+    saved = await call(client, "memory_save", content="The journal is in WAL mode.", title=title)
+    memory = (await call(client, "memory_get", id=saved["id"]))["memory"]
+
+    assert observed["title"] == "Switched the journal to WAL."  # one is made, as when none is given
+    assert memory["title"] is None
+
+
 async def test_caller_given_title_facts_concepts_and_files_are_kept(client: Client) -> None:
     saved = await call(
         client,

@@ -7,6 +7,7 @@ rules, so lists and search hits can show a few lines instead of a whole tool out
 from __future__ import annotations
 
 import re
+import unicodedata
 from collections import Counter
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -206,7 +207,7 @@ def compress(
     extracted from the content is cut to the sizes above.
     """
     parts = sentences(content)
-    title = " ".join(title.split()) if title else None  # a blank title is no title: one is made
+    title = title_or_none(title)  # a blank title is no title: one is made
     made_title = title or shorten(parts[0] if parts else content, TITLE_CHARS)
     if facts is None:
         rest = parts[1:] if not title else parts
@@ -220,6 +221,13 @@ def compress(
         concepts=_dedupe([c.strip().casefold() for c in concepts], len(concepts)),
         files=_dedupe([f.strip() for f in found_files], len(found_files)),
     )
+
+
+def title_or_none(title: str | None) -> str | None:
+    """A caller's title with single spaces, or None when it shows nothing (blank, or only invisible
+    characters such as zero-width spaces): a title no one can read is no title."""
+    single = " ".join(title.split()) if title else ""
+    return single if any(unicodedata.category(ch)[0] not in "CZ" for ch in single) else None
 
 
 def compact_line(title: str, facts: Sequence[str], limit: int = 240) -> str:

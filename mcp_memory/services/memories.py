@@ -15,6 +15,7 @@ from mcp_memory.repositories.meta import MetaRepository
 from mcp_memory.repositories.sessions import SessionRepository
 from mcp_memory.search.index import SearchFilter
 from mcp_memory.services.common import Deps, Service, jaccard, moment
+from mcp_memory.services.compress import title_or_none
 from mcp_memory.services.index_docs import DocSpec
 
 DEFAULT_KIND = "fact"
@@ -79,7 +80,7 @@ class MemoryService(Service):
             agent_id=agent,
             session_id=session_id,
             kind=kind or DEFAULT_KIND,
-            title=" ".join((scrub.optional(title) or "").split()) or None,  # a blank title is none
+            title=title_or_none(scrub.optional(title)),
             content=content,
             concepts=sorted({c.strip().casefold() for c in scrub.many(concepts) or [] if c.strip()}),
             files=list(dict.fromkeys(f.strip() for f in scrub.many(files) or [] if f.strip())),
