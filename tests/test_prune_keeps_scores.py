@@ -71,6 +71,22 @@ async def test_old_outcomes_a_lesson_counts_are_pruned_and_the_rest_kept(client:
     assert (await call(client, "memory_consolidate"))["changes"] == []
 
 
+async def test_a_strategy_whose_wins_were_pruned_is_not_also_one_to_avoid(client: Client, clock: FakeClock) -> None:
+    for n in range(4):
+        await record(client, clock, f"Deploy build {n}", success=True, strategy=TAG)
+    clock.advance(days=200)
+    await call(client, "memory_consolidate")  # the four wins now live on as the heuristic's tally
+    for n in range(2):
+        await record(client, clock, f"Deploy hotfix {n}", success=False, strategy=TAG, error="lock wait timeout")
+
+    insights = await call(client, "memory_insights", task_type="deploy")
+
+    [heuristic] = insights["heuristics"]
+    assert heuristic["context"].startswith("Worked in 4 of 6 attempts")
+    # counted without its pruned wins, the strategy read as two failures in two: avoided and advised at once
+    assert insights["anti_patterns"] == []
+
+
 async def test_the_scores_of_pruned_outcomes_travel_with_an_export(tmp_path: Path) -> None:
     clock = FakeClock()
     async with Client(build_server(fresh_settings(tmp_path, "a", outcome_retention_days=30), clock)) as client:

@@ -189,11 +189,7 @@ class OutcomeService(Service):
         strategy = (heuristic_strategy(existing) if existing is not None else "") or outcome.strategy
         live = self.strategies.tally(peers, strategy)
         source = {"strategy": strategy, "outcomes": live.outcomes, "successes": live.successes}
-        # Outcomes consolidation pruned still count: their tally lives on the heuristic.
-        tally = Tally(
-            live.outcomes + (source_count(existing.source, "pruned_outcomes") if existing else 0),
-            live.successes + (source_count(existing.source, "pruned_successes") if existing else 0),
-        )
+        tally = _with_pruned(live, existing)
         context = worked(tally)
         if not self.strategies.holds(tally):
             if existing is not None:
@@ -228,7 +224,7 @@ class OutcomeService(Service):
             named = named_strategy(lesson)
             if not named or not self.strategies.same(named, outcome.strategy, records):
                 continue
-            holds = self.strategies.holds(self.strategies.tally(peers, named))
+            holds = self.strategies.holds(await self._strategy_tally(tx, outcome, peers, named))
             if lesson.deleted_at is None and holds:
                 await self.lessons.retire(tx, lesson)
             elif lesson.deleted_at is not None and not holds and self._stands_alone(lesson):
@@ -282,7 +278,7 @@ class OutcomeService(Service):
         confidence = anti_pattern_confidence(failures)
         # A strategy whose record qualifies it as a heuristic is not one to avoid (see the module doc).
         holds = failures >= self.settings.anti_pattern_min_failures and not (
-            named and self.strategies.holds(self.strategies.tally(peers, named))
+            named and self.strategies.holds(await self._strategy_tally(tx, outcome, peers, named))
         )
         if existing is not None and not ours:
             if not holds:
@@ -424,6 +420,13 @@ class OutcomeService(Service):
             await self.lessons.store(tx, rule.model_copy(update={"deleted_at": self.now_iso()}), "soft_delete")
         return {rule.id for rule in dropped}
 
+    async def _strategy_tally(self, tx: Tx, outcome: Outcome, peers: Sequence[Outcome], strategy: str) -> Tally:
+        """A strategy's record in the outcome's task type, as its heuristic counts it: the stored
+        outcomes, and those consolidation pruned."""
+        return _with_pruned(
+            self.strategies.tally(peers, strategy), await self._heuristic_of(tx, outcome, strategy, peers)
+        )
+
     async def _heuristic_of(self, tx: Tx, outcome: Outcome, strategy: str, peers: Sequence[Outcome]) -> Lesson | None:
         """The heuristic of the task type whose strategy is the most like this one, if the same
         strategy (soft-deleted too: evidence that holds again restores a lesson rather than repeating it)."""
@@ -469,3 +472,15 @@ def _avoid(outcome: Outcome, named: str | None) -> str:
 def _items(scrub: Scrubber, field: str, values: Sequence[str]) -> list[str]:
     """Scrubbed list items, each refused (named by its position) when nothing but blanks or private parts."""
     return [scrub.required(f"{field}.{i}", value).strip() for i, value in enumerate(values)]
+
+
+def _with_pruned(live: Tally, heuristic: Lesson | None) -> Tally:
+    """A strategy's tally of stored outcomes, plus those consolidation pruned: their tally lives on
+    the strategy's heuristic (pruned outcomes must still count, or a strategy that worked for months
+    reads as one that only failed)."""
+    if heuristic is None:
+        return live
+    return Tally(
+        live.outcomes + source_count(heuristic.source, "pruned_outcomes"),
+        live.successes + source_count(heuristic.source, "pruned_successes"),
+    )
