@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import os
 import re
+import threading
 import time
 
 _ALPHABET = "0123456789abcdefghjkmnpqrstvwxyz"  # Crockford base32, lower case
@@ -34,10 +35,26 @@ def _encode(number: int, length: int) -> str:
 _TIME_CHARS, _RANDOM_CHARS = 10, 12
 
 
+_RANDOM_LIMIT = 1 << 60
+_last = (0, 0)  # the millisecond and random part of the id made last
+_lock = threading.Lock()
+
+
 def new_id(kind: str) -> str:
-    """A new id for `kind`: prefix, 48-bit millisecond time, 60 random bits (time-ordered, unique)."""
+    """A new id for `kind`: prefix, 48-bit millisecond time, 60 random bits (time-ordered, unique).
+
+    Ids one process makes in the same millisecond follow one another (the random part of the first
+    counts up, as monotonic ULIDs do): records made together, such as the rules of one outcome, sort
+    in the order they were made rather than by chance.
+    """
+    global _last
     millis = time.time_ns() // 1_000_000
-    rand = int.from_bytes(os.urandom(8), "big") >> 4
+    with _lock:
+        last_millis, last_rand = _last
+        rand = int.from_bytes(os.urandom(8), "big") >> 4
+        if millis <= last_millis:  # the same millisecond, or a clock that stepped back: still after the last
+            millis, rand = (last_millis, last_rand + 1) if last_rand + 1 < _RANDOM_LIMIT else (last_millis + 1, rand)
+        _last = (millis, rand)
     return f"{PREFIXES[kind]}_{_encode(millis, _TIME_CHARS)}{_encode(rand, _RANDOM_CHARS)}"
 
 

@@ -595,6 +595,23 @@ async def test_mistake_cards_are_bounded_dropping_the_least_seen(settings: Setti
     assert result["derived"]["mistake_cards"] == [cards[1]["id"]]
 
 
+async def test_the_rules_and_cards_one_outcome_gives_past_the_bound_keep_the_first_listed(
+    settings: Settings, clock: FakeClock
+) -> None:
+    bounded = settings.model_copy(update={"max_rules_per_task_type": 2, "max_mistake_cards": 2})
+    async with Client(build_server(bounded, clock)) as client:
+        await record(
+            client, clock, task_type="feature", success=True, score=0.9,
+            successes=["Use small commits.", "Write the docs early.", "Pair on the tricky parts."],
+            mistake_cards=[card("a", "Read the spec."), card("b", "Ask the owner."), card("c", "Pin the version.")],
+        )  # fmt: skip
+        found = await insights(client, task_type="feature", limit=100)
+
+    # alike in strength and time, they once sorted by the random part of ids made in one millisecond
+    assert sorted(r["content"] for r in found["works"]) == ["Use small commits.", "Write the docs early."]
+    assert [c["type"] for c in found["mistake_cards"]] == ["a", "b"]
+
+
 async def test_mistake_cards_merge_past_framing_punctuation_quotes_and_unicode_forms(
     client: Client, clock: FakeClock
 ) -> None:

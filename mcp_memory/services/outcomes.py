@@ -414,7 +414,10 @@ class OutcomeService(Service):
         if len(rules) <= self.settings.max_rules_per_task_type:
             return set()
         now = self.now()
-        ranked = sorted(rules, key=lambda r: (self.lessons.confidence(r, now), r.last_reinforced_at), reverse=True)
+        # Strongest first; rules alike in strength and time (one outcome's, made at once) in the order
+        # they were made, so the first the caller listed is kept (a stable sort keeps ties in order).
+        made = sorted(rules, key=lambda r: (r.created_at, r.id))
+        ranked = sorted(made, key=lambda r: (self.lessons.confidence(r, now), r.last_reinforced_at), reverse=True)
         dropped = ranked[self.settings.max_rules_per_task_type :]
         for rule in dropped:
             await self.lessons.store(tx, rule.model_copy(update={"deleted_at": self.now_iso()}), "soft_delete")
