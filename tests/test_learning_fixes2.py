@@ -132,6 +132,21 @@ async def test_a_card_seen_again_without_a_why_keeps_the_one_it_had(client: Clie
     assert (stored["seen_count"], stored["why"]) == (5, "races")
 
 
+async def test_a_card_whose_task_is_only_private_takes_its_outcomes_task(client: Client, clock: FakeClock) -> None:
+    card = {"type": "ordering", "correct_decision": "Take a backup first"}
+    for task, hidden in (("Migrate the billing db", "acme billing"), ("Rotate the search cluster", "globex search")):
+        card_task = card | {"task": f"<private>{hidden}</private>"}
+        await record(client, clock, task=task, task_type="deployment", success=False, mistake_cards=[card_task])
+
+    cards = (await call(client, "memory_insights"))["mistake_cards"]
+
+    # as "[private]", both cards had one task and merged: two unrelated mistakes counted as one seen twice
+    assert sorted((c["task"], c["seen_count"]) for c in cards) == [
+        ("Migrate the billing db", 1),
+        ("Rotate the search cluster", 1),
+    ]
+
+
 async def test_two_wrong_decisions_answered_by_one_right_one_in_one_outcome_are_both_kept(
     client: Client, clock: FakeClock
 ) -> None:

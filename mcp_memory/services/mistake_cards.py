@@ -92,14 +92,14 @@ async def record_mistake_cards(
 def clean_card(card: MistakeCardInput, scrub: Scrubber, field: str) -> MistakeCardInput:
     """The card through the privacy filter; a correct decision left empty is refused, named by `field`.
 
-    A wrong decision or why that is blank, or nothing but private or secret parts, is not given: a
-    card seen again keeps what it said before rather than a blank or a "[private]" marker.
+    A task, wrong decision or why that is blank, or nothing but private or secret parts, is not
+    given: a card takes its outcome's task, and one seen again keeps what it said before, rather
+    than a blank or a "[private]" marker (as a task, one that would merge unrelated cards).
     """
-    task = scrub.optional(card.task)
     return MistakeCardInput(
         type=card.type,
         correct_decision=scrub.required(f"{field}.correct_decision", card.correct_decision).strip(),
-        task=task.strip() if task and task.strip() else None,  # a blank task means the outcome's
+        task=_given(scrub, card.task),
         wrong_decision=_given(scrub, card.wrong_decision),
         why=_given(scrub, card.why),
     )
