@@ -13,6 +13,7 @@ first) then age (oldest first).
 
 from __future__ import annotations
 
+import unicodedata
 from collections.abc import Mapping, Sequence
 
 from mcp_memory.db import Conn, Tx, distinct_tags, fold_tag
@@ -21,7 +22,7 @@ from mcp_memory.ids import new_id
 from mcp_memory.models.organising import ActionList, ActionResult, ActionView
 from mcp_memory.models.records import Action
 from mcp_memory.repositories.actions import ActionRepository
-from mcp_memory.services.common import Scrubber, Service, moment
+from mcp_memory.services.common import TAG_CHARS, Scrubber, Service, moment, normal_forms
 
 STATUSES = ("pending", "active", "blocked", "done", "cancelled")
 OPEN_STATUSES = ("pending", "active", "blocked")
@@ -386,7 +387,8 @@ def _tags(scrub: Scrubber, tags: Sequence[str]) -> list[str]:
     for i, tag in enumerate(tags):
         if not tag.strip():  # dropping it would say nothing, and on an update would clear the tags
             raise InvalidInputError(f"tags.{i}", "must contain text (tags=[] clears an action's tags)")
-    return sorted(distinct_tags(scrub.many(tags) or []), key=str.casefold)
+    stored = normal_forms("tags", scrub.many(tags) or [], lambda t: unicodedata.normalize("NFC", t.strip()), TAG_CHARS)
+    return sorted(distinct_tags(stored), key=str.casefold)
 
 
 def _tag_filter(tag: str | None) -> str | None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 import time
 from collections import Counter
-from collections.abc import Awaitable, Callable, Hashable, Iterable
+from collections.abc import Awaitable, Callable, Hashable, Iterable, Sequence
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 from datetime import datetime, timedelta, tzinfo
@@ -138,6 +138,23 @@ class Scrubber:
             raise InvalidInputError(field, "must contain text (letters or digits)")
         self.counts.update(result.counts)
         return result.text
+
+
+TAG_CHARS = 60
+"""The longest tag stored (composed, as tags are kept)."""
+
+
+def normal_forms(field: str, values: Sequence[str], normalise: Callable[[str], str], limit: int) -> list[str]:
+    """Each of `values` as it is stored (`normalise`d), or an error naming the first that grows past
+    `limit` characters (markers of redacted parts aside) in that form: lower case or composition
+    can lengthen a text ("ß" to "ss"), and what is stored must be what an import of it takes back."""
+    forms = []
+    for i, value in enumerate(values):
+        form = normalise(value)
+        if len(form) > limit and len(without_markers(form)) > limit:
+            raise InvalidInputError(f"{field}.{i}", f"must be at most {limit} characters as stored ({len(form)})")
+        forms.append(form)
+    return forms
 
 
 def _readable(text: str) -> str:

@@ -15,12 +15,17 @@ from dataclasses import dataclass
 from mcp_memory.privacy import without_markers
 from mcp_memory.search.analyzer import MARKS
 from mcp_memory.search.stopwords import STOP_WORDS
+from mcp_memory.services.common import normal_forms
 
 TITLE_CHARS = 120
 FACT_CHARS = 240
 MAX_FACTS = 5
 MAX_CONCEPTS = 8
 MAX_FILES = 12
+CONCEPT_CHARS = 100
+"""The longest concept stored (lower-cased): what the tools accept and an import takes back."""
+FILE_CHARS = 1_000
+"""The longest file path stored."""
 
 TYPE_IMPORTANCE: dict[str, float] = {
     "decision": 0.8,
@@ -137,7 +142,8 @@ def _paths(text: str) -> Iterator[re.Match[str]]:
 
 def extract_files(text: str) -> list[str]:
     """File paths mentioned in `text`, in order of appearance."""
-    return _dedupe([m.group().rstrip(".,;:") for m in _paths(text)], MAX_FILES)
+    found = (m.group().rstrip(".,;:") for m in _paths(text))
+    return _dedupe([f for f in found if len(f) <= FILE_CHARS], MAX_FILES)  # longer is no path a tool takes
 
 
 def extract_identifiers(text: str) -> list[str]:
@@ -158,7 +164,7 @@ def extract_concepts(text: str, exclude: Sequence[str] = ()) -> list[str]:
     least = 3 if found else 2
     found += [w for w, n in words.most_common() if n >= least]
     concepts = [c for c in map(str.casefold, found) if c not in skip and not any(c in e for e in skip)]
-    return _dedupe(concepts, MAX_CONCEPTS)
+    return _dedupe([c for c in concepts if len(c) <= CONCEPT_CHARS], MAX_CONCEPTS)
 
 
 def _names(text: str) -> list[str]:
@@ -203,8 +209,9 @@ def compress(
 ) -> Compressed:
     """The compressed form: the caller's fields where given, extracted ones otherwise.
 
-    What the caller gives is kept whole (the tool's schema already bounds it); only what is
-    extracted from the content is cut to the sizes above.
+    What the caller gives is kept whole (the tool's schema already bounds it; a concept that grows
+    past CONCEPT_CHARS in lower case is refused); only what is extracted from the content is cut to
+    the sizes above.
     """
     parts = sentences(content)
     title = title_or_none(title)  # a blank title is no title: one is made
@@ -218,9 +225,15 @@ def compress(
     return Compressed(
         title=made_title or "(empty)",
         facts=_dedupe([f.strip() for f in facts], len(facts)),
-        concepts=_dedupe([c.strip().casefold() for c in concepts], len(concepts)),
+        concepts=_dedupe(concept_forms(concepts), len(concepts)),
         files=_dedupe([f.strip() for f in found_files], len(found_files)),
     )
+
+
+def concept_forms(concepts: Sequence[str]) -> list[str]:
+    """Concepts as stored: stripped and lower-cased (casefolded), or an error naming one that
+    lower case makes longer than CONCEPT_CHARS; blank ones dropped."""
+    return [c for c in normal_forms("concepts", concepts, lambda c: c.strip().casefold(), CONCEPT_CHARS) if c]
 
 
 def title_or_none(title: str | None) -> str | None:

@@ -20,7 +20,8 @@ from mcp_memory.models.loop import SummarySource
 from mcp_memory.privacy import without_markers
 from mcp_memory.repositories.archive_tables import TABLES_BY_NAME
 from mcp_memory.services.actions import STATUSES
-from mcp_memory.services.common import check_session_id
+from mcp_memory.services.common import TAG_CHARS, check_session_id
+from mcp_memory.services.compress import CONCEPT_CHARS, FILE_CHARS
 from mcp_memory.services.lessons import LESSON_KINDS
 from mcp_memory.services.summaries import SUMMARY_CHARS
 
@@ -59,8 +60,8 @@ Count = Annotated[int, Field(ge=0, le=2**53)]
 Ordinal = Annotated[int, Field(ge=1, le=2**53)]
 Title = Annotated[str | None, _at_most(300)]
 Ref = Annotated[str | None, _at_most(500)]
-Concepts = Annotated[list[Annotated[str, _at_most(100)]], Field(max_length=50)]
-Files = Annotated[list[Annotated[str, _at_most(1_000)]], Field(max_length=200)]
+Concepts = Annotated[list[Annotated[str, _at_most(CONCEPT_CHARS)]], Field(max_length=50)]
+Files = Annotated[list[Annotated[str, _at_most(FILE_CHARS)]], Field(max_length=200)]
 Items = Annotated[list[Annotated[str, _at_most(2_000)]], Field(max_length=50)]
 
 
@@ -112,7 +113,7 @@ class _Lesson(r.Lesson):
     kind: Annotated[str, _one_of(LESSON_KINDS)] = "lesson"
     content: Annotated[str, Field(min_length=1), _at_most(_LONGEST)]
     context: Annotated[str | None, _at_most(_LONGEST)] = None
-    tags: list[Annotated[str, _at_most(60)]] = Field(default_factory=list)  # reinforcing adds tags: no count
+    tags: list[Annotated[str, _at_most(TAG_CHARS)]] = Field(default_factory=list)  # reinforcing adds tags: no count
     task_type: Snake | None = None
     confidence: Unit
     reinforcements: Count = 0
@@ -167,7 +168,7 @@ class _Action(r.Action):
     description: Annotated[str | None, _at_most(10_000)] = None
     status: Annotated[str, _one_of(STATUSES)] = "pending"
     priority: Annotated[int, Field(ge=-100, le=100)] = 0
-    tags: Annotated[list[Annotated[str, _at_most(60)]], Field(max_length=20)] = Field(default_factory=list)
+    tags: Annotated[list[Annotated[str, _at_most(TAG_CHARS)]], Field(max_length=20)] = Field(default_factory=list)
 
     @model_validator(mode="after")
     def _not_its_own_parent(self) -> Self:

@@ -22,7 +22,7 @@ from mcp_memory.repositories.lessons import Decay, LessonRepository, LessonStand
 from mcp_memory.repositories.meta import MetaRepository
 from mcp_memory.search.index import Hit, SearchFilter
 from mcp_memory.search.spelling import respell_query
-from mcp_memory.services.common import GLOBAL_PROJECT, Deps, Service
+from mcp_memory.services.common import GLOBAL_PROJECT, TAG_CHARS, Deps, Service, normal_forms
 from mcp_memory.services.index_docs import DocSpec
 from mcp_memory.services.lesson_identity import find_twin, fingerprint
 
@@ -168,7 +168,7 @@ class LessonService(Service):
                 content,
                 kind="lesson",
                 context=scrub.optional(context),
-                tags=scrub.many(tags) or [],
+                tags=normal_forms("tags", scrub.many(tags) or [], fold_tag, TAG_CHARS),
                 task_type=task_type,
                 confidence=confidence,
                 agent_id=agent,

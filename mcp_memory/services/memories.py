@@ -15,7 +15,7 @@ from mcp_memory.repositories.meta import MetaRepository
 from mcp_memory.repositories.sessions import SessionRepository
 from mcp_memory.search.index import SearchFilter
 from mcp_memory.services.common import Deps, Service, jaccard, moment
-from mcp_memory.services.compress import title_or_none
+from mcp_memory.services.compress import concept_forms, title_or_none
 from mcp_memory.services.index_docs import DocSpec
 
 DEFAULT_KIND = "fact"
@@ -82,7 +82,7 @@ class MemoryService(Service):
             kind=kind or DEFAULT_KIND,
             title=title_or_none(scrub.optional(title)),
             content=content,
-            concepts=sorted({c.strip().casefold() for c in scrub.many(concepts) or [] if c.strip()}),
+            concepts=sorted(set(concept_forms(scrub.many(concepts) or []))),
             files=list(dict.fromkeys(f.strip() for f in scrub.many(files) or [] if f.strip())),
             importance=0.5 if importance is None else importance,
             ref=scrub.optional(ref),

@@ -19,6 +19,7 @@ from pydantic_core import ErrorDetails
 
 from mcp_memory.context import AppContext
 from mcp_memory.errors import MCPMemoryError
+from mcp_memory.services.compress import CONCEPT_CHARS, FILE_CHARS
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -64,11 +65,11 @@ SessionId = Annotated[
 ]
 AgentId = Annotated[str | None, Field(max_length=128, description="Which agent is writing; default from settings.")]
 Concepts = Annotated[
-    list[Annotated[str, Field(max_length=100)]] | None,
+    list[Annotated[str, Field(max_length=CONCEPT_CHARS)]] | None,
     Field(max_length=50, description="Key concepts or tags; extracted if omitted."),
 ]
 Files = Annotated[
-    list[Annotated[str, Field(max_length=1_000)]] | None,
+    list[Annotated[str, Field(max_length=FILE_CHARS)]] | None,
     Field(max_length=200, description="File paths involved; extracted if omitted."),
 ]
 Ids = Annotated[list[Annotated[str, Field(min_length=1, max_length=128)]], Field(max_length=100)]

@@ -8,6 +8,7 @@ from mcp.server.mcpserver.tools import Tool
 from pydantic import Field
 
 from mcp_memory.models.organising import ActionList, ActionResult
+from mcp_memory.services.common import TAG_CHARS
 from mcp_memory.tools._common import Ctx, Limit, Offset, Project, When, app_of, make_tool
 from mcp_memory.tools.caller import project_of
 
@@ -15,11 +16,13 @@ Status = Literal["pending", "active", "blocked", "done", "cancelled"]
 ActionId = Annotated[str, Field(min_length=1, max_length=128, description="Action id (act_…).")]
 ActionIds = Annotated[list[Annotated[str, Field(max_length=128)]] | None, Field(max_length=50)]
 Tags = Annotated[
-    list[Annotated[str, Field(max_length=60)]] | None,
+    list[Annotated[str, Field(max_length=TAG_CHARS)]] | None,
     Field(max_length=20, description="Tags; one per spelling ignoring case."),
 ]
 Priority = Annotated[int | None, Field(ge=-100, le=100, description="Higher is more urgent (default 0).")]
-Tag = Annotated[str | None, Field(max_length=60, description="Only actions with this tag (ignoring ASCII case).")]
+Tag = Annotated[
+    str | None, Field(max_length=TAG_CHARS, description="Only actions with this tag (ignoring ASCII case).")
+]
 
 
 async def memory_action_create(

@@ -17,6 +17,7 @@ from mcp_memory.models.learning import (
     OutcomeResult,
     ProfileResult,
 )
+from mcp_memory.services.common import TAG_CHARS
 from mcp_memory.services.mistake_cards import MistakeCardInput
 from mcp_memory.tools._common import AgentId, Ctx, Limit, Offset, Project, app_of, make_tool
 from mcp_memory.tools.caller import agent_of, project_of, restricted_to
@@ -25,7 +26,7 @@ TaskType = Annotated[
     str | None,
     Field(pattern=r"^[a-z][a-z0-9_]{0,39}$", description="Kind of task, lower_snake_case (bugfix, refactor, …)."),
 ]
-Tags = Annotated[list[Annotated[str, Field(max_length=60)]] | None, Field(max_length=20, description="Tags.")]
+Tags = Annotated[list[Annotated[str, Field(max_length=TAG_CHARS)]] | None, Field(max_length=20, description="Tags.")]
 Items = Annotated[list[Annotated[str, Field(max_length=2_000)]] | None, Field(max_length=50)]
 # Tools are built once per process, before any server's settings: their schemas can name only the defaults.
 _FADE_AT = Settings.model_fields["lesson_fade_at"].default
