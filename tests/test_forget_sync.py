@@ -105,6 +105,7 @@ async def test_an_old_backup_keeps_what_was_forgotten_gone_unless_restored(tmp_p
         after_restoring = await export_document(client)
 
     assert kept_gone["forgotten"] == 1
+    assert kept_gone["inserted"].get("memories", 0) == 0  # stored, then forgotten again: not "inserted"
     assert saved["id"] in missing
     assert notes["tables"]["memories"] == []
     assert [(n["id"], n["kind"], n["project"]) for n in notes["tables"]["forgotten"]] == [
@@ -115,6 +116,26 @@ async def test_an_old_backup_keeps_what_was_forgotten_gone_unless_restored(tmp_p
     assert back["memory"]["content"] == ADDRESS
     assert after_restoring["tables"]["forgotten"] == []
     assert after_restoring["tables"]["memories"] == backup["tables"]["memories"]
+
+
+async def test_an_import_counts_what_it_forgot_again_as_forgotten_only(tmp_path: Path) -> None:
+    clock = FakeClock()
+    async with Client(build_server(fresh_settings(tmp_path), clock)) as client:
+        memory = await call(client, "memory_save", content=ADDRESS)
+        observation = await call(client, "memory_observe", content="Ran the migration on staging.", session_id="s1")
+        lesson = (await call(client, "memory_lesson_save", content="Check the staging logs first."))["lesson"]
+        await call(client, "memory_action_create", title="Rotate the key")
+        backup = await export_document(client)
+        await call(client, "memory_forget", ids=[memory["id"], observation["id"], lesson["id"]])
+        imported = await call(client, "memory_import", document=backup)
+        again = await call(client, "memory_import", document=backup)
+        counts = (await call(client, "memory_diagnose"))["counts"]
+
+    for result in (imported, again):
+        written = {t: n for t in result["inserted"] if (n := result["inserted"][t] + result["updated"][t])}
+        assert written == {}, written  # every record it held is here already, or forgotten
+        assert result["forgotten"] == 3
+    assert (counts["memories"], counts["observations"], counts["actions"]) == (0, 0, 1)
 
 
 async def test_a_note_deletes_only_in_its_own_project_and_names_the_kind_of_its_id(tmp_path: Path) -> None:

@@ -229,17 +229,19 @@ class ForgetService(Service):
                 tx.on_commit(self.deps.builder.drop_cache)
         return self._result(plan, dry_run=False)
 
-    async def forget_again(self, ids: Sequence[str], noted_as: Mapping[str, str]) -> int:
+    async def forget_again(self, ids: Sequence[str], noted_as: Mapping[str, str]) -> tuple[int, set[str]]:
         """Delete the stored records among `ids` that were forgotten (here, or on the copy an import
         came from), each in the project it was forgotten in (a note never deletes another project's
-        record, nor one made after the forget under the same id); returns how many records went.
+        record, nor one made after the forget under the same id); returns how many records went
+        (with what went with them), and which of `ids`.
         `noted_as`: stored id -> the id a note may know the record by (a session stored scoped)."""
-        gone = 0
+        gone, went = 0, set()
         async with self.db.transaction(FORGET_ACTION) as tx:
             by_project: dict[str, list[str]] = defaultdict(list)
             for record_id, project in (await ForgottenRepository(tx).still_stored(ids, noted_as)).items():
                 by_project[project].append(record_id)
             for project, stored in sorted(by_project.items()):
+                went.update(stored)
                 # What the copy derived from them went there (and is noted too) or was kept on purpose,
                 # as consolidation keeps the heuristics of the outcomes it prunes.
                 result = await self.forget(
@@ -254,7 +256,7 @@ class ForgetService(Service):
                     again=True,
                 )
                 gone += result.total
-        return gone
+        return gone, went
 
     async def _plan(
         self,

@@ -331,6 +331,8 @@ class ImportTally:
     """Whether forgotten records the document holds come back (else what either copy forgot stays so)."""
     records: list[tuple[str, str]] = field(default_factory=list)
     """(id, project) of the records the import wrote, and of those its notes say were forgotten."""
+    written: list[tuple[str, str, bool]] = field(default_factory=list)
+    """(id, table, whether inserted) of the records the import wrote, new here or replacing the stored row."""
     forgotten: int = 0
     unwritten: int = 0
     """Rows left out as records a note says were forgotten (see `ImportScope.unwritten`)."""

@@ -64,9 +64,9 @@ Reindexer = Callable[[Tx, Sequence[Any]], Awaitable[None]]
 ChainJoiner = Callable[[Tx, Sequence[tuple[str, str]]], Awaitable[list[str]]]
 """Joins memory chains, as (project, root id), that grew apart; returns their root ids."""
 
-Forgetter = Callable[[Sequence[str], Mapping[str, str]], Awaitable[int]]
+Forgetter = Callable[[Sequence[str], Mapping[str, str]], Awaitable[tuple[int, set[str]]]]
 """Deletes the stored records among some ids that were forgotten (a stored id -> the id a note may
-know it by); returns how many went."""
+know it by); returns how many records went, and which of those ids."""
 
 Folder = Callable[[Tx, str, str, Sequence[Observation], Sequence[Observation], str], Awaitable[None]]
 """Folds a session's observations (tx, session id, project, rows, those needing a digest line, now)."""
@@ -260,6 +260,8 @@ class OperationsService(Service):
             if spec.key == ("id",) and (outcome.inserted or outcome.updated or spec.names_any):
                 # what the document notes as forgotten, or may have brought back
                 tally.records.append((key, str(getattr(record, "project", ""))))
+                if not spec.names_any:
+                    tally.written.append((key, spec.name, outcome.inserted))
             if isinstance(record, FoldedObservation):
                 tally.folded[record.id] = outcome.inserted
                 if outcome.inserted:  # a note stored here already changes nothing to settle
@@ -318,8 +320,11 @@ class OperationsService(Service):
         if tally.restore:
             tally.restored = await ForgottenRepository(tx).unforget(tally.records)
         else:
-            gone = await self._forget_again([i for i, _ in tally.records], tally.scope.noted_as)
+            gone, went = await self._forget_again([i for i, _ in tally.records], tally.scope.noted_as)
             tally.forgotten = gone + tally.unwritten
+            for record_id, table, inserted in tally.written:
+                if record_id in went:  # written, then forgotten again: counted as forgotten only
+                    (tally.inserted if inserted else tally.updated)[table] -= 1
 
     async def _settle_sessions(self, tx: Tx, tally: ImportTally) -> None:
         """Make the sessions an import wrote to agree with the observations they now hold.
