@@ -9,9 +9,12 @@ linear in the input size and cannot backtrack catastrophically.
 from __future__ import annotations
 
 import re
-from bisect import bisect_right
+import unicodedata
+from bisect import bisect_right, insort
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from functools import lru_cache
+from itertools import takewhile
 
 __all__ = [
     "PrivacyFilter",
@@ -27,15 +30,18 @@ _PRIVATE_MARKER = "[private]"
 
 _Span = tuple[int, int] | None
 _Pick = Callable[[re.Match[str]], _Span]
+_Picks = Callable[[re.Match[str]], Sequence[_Span]]
 
 # Text we emitted ourselves; a match starting inside one is skipped so clean() is idempotent.
 _MARKER = re.compile(r"\[(?:REDACTED:[A-Za-z0-9_.-]{1,64}|private)\]")
 _KIND = re.compile(r"[A-Za-z0-9_.-]{1,64}")
 _TAG = re.compile(r"<\s{0,5}(/?)\s{0,5}private(?:\s[^<>]{0,200})?>", re.IGNORECASE)
+# `$PWD` is the shell's working directory (`-v $PWD:/app`), not a password.
 # `loose` keywords also name other things: `pass` ends `DB_PASS` but also `first_pass`, a count, and
 # "API key: …" heads prose too, so their unquoted values must look less like words or counts.
 _KEYWORDS = (
-    r"(?:passw(?:or)?d|passphrase|pwd|secret|(?:api|access|secret|private|account)[_-]?key|secret[_-]?key[_-]?base|apikey"
+    r"(?:passw(?:or)?d|passphrase|(?<![${])pwd|secret"
+    r"|(?:api|access|secret|private|account)[_-]?key|secret[_-]?key[_-]?base|apikey"
     r"|shared[_-]?access[_-]?key"
     r"|token|(?P<loose>(?<=[A-Za-z0-9][_-]|--)pass|(?:api|access|secret) key))"
 )
@@ -57,6 +63,8 @@ _CODE_REF = re.compile(r"[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*[(\[].*|[A-Za-z_]\w*(?:\
 # …unless a run of its letters and digits mixes both cases with digits in two places, as random
 # tokens do (`ya29.a0AfH6SMBxyz123`) and names rarely do (`os.environ`, `x509Cert`, `v1beta1`).
 _RANDOM_RUN = re.compile(r"(?<![A-Za-z0-9])(?=[A-Za-z0-9]*[a-z])(?=[A-Za-z0-9]*[A-Z])[A-Za-z]*[0-9]+[A-Za-z]+[0-9]")
+# A YAML block scalar's header (`password: |`, `key: >-`): the value is on the lines below it.
+_BLOCK_HEADER = re.compile(r"[|>][1-9+-]{0,2}(?:[ \t]+#.*)?")
 _AUTH = r"(?i)authorization[\"']?[ \t]{0,5}[:=][ \t]{0,5}[\"']?"
 _AUTH_HEADER = re.compile(_AUTH + r"\Z")
 
@@ -176,12 +184,152 @@ def _unquoted(m: re.Match[str], *, strict: bool) -> _Span:
     sentence ("the password is Tr0ub4dor&3.").
     """
     value = m.group("uq")
-    if not _is_secret(value.rstrip(_TRAILING), quoted=False, strict=strict):
+    if value.startswith("[") and "[REDACTED:" in value:
+        return None  # `api_key: [a, b]`: a list whose items the list rule has already judged
+    if _BLOCK_HEADER.fullmatch(value) or not _is_secret(value.rstrip(_TRAILING), quoted=False, strict=strict):
         return None
     start, end = m.span("uq")
     if len(value) > 1 and value[-1] == "." and value[-2].isalnum():
         end -= 1
     return start, end
+
+
+# A YAML key naming a secret (`  db_passwords`, `- "api_key"`) as the first thing on its line, up to its `:`.
+_YAML_KEY = re.compile(
+    r"(?i)[ \t]{0,40}(?:-[ \t]{1,5})?[\"']?(?P<name>[\w.-]{0,60}?" + _KEYWORDS + r"s?)[\"']?[ \t]{0,5}"
+)
+_FLOW_KEY = re.compile(
+    r"(?i)(?<![\w.-])[\"']?(?P<name>[\w.-]{0,60}?" + _KEYWORDS.replace("?P<loose>", "?:") + r"s?)[\"']?[ \t]{0,5}\Z"
+)
+_YAML_ITEM = re.compile(r"-(?:[ \t]+|\Z)")
+_YAML_MAPPING = re.compile(r"""(?:[\w.-]+|"[^"\n]*"|'[^'\n]*')[ \t]*:(?:[ \t]|\Z)""")
+_YAML_COMMENT = re.compile(r"[ \t]+#")
+_FLOW_ITEM = re.compile(
+    r"""\s*(?:"(?P<dq>(?:[^"\\\n]|\\.){0,1000})"|'(?P<sq>[^'\n]{0,1000})'|(?P<uq>[^\s,"'][^,\n]{0,1000}?))\s*(?:,|\Z)"""
+)
+
+
+def _listed_secret(value: str) -> bool:
+    """Whether one item of a list under a secret-named key is a secret.
+
+    Judged like an unquoted `key: value`, and quoted items alike: a list under `tokens:` holds words
+    as often as keys, so a word, a small count or a phrase with spaces is not taken for a secret.
+    """
+    v = value.strip()
+    return bool(v) and not any(c.isspace() for c in v) and not _prose_word(v) and _is_secret(v, quoted=False)
+
+
+def _item_span(text: str, start: int, end: int) -> _Span:
+    """The span of the secret in one YAML list item's value `text[start:end]`, or None."""
+    value = text[start:end]
+    close = value.find(value[0], 1) if value[:1] in "\"'" else -1
+    if close > 0:  # quoted: what follows the closing quote is a comment at most
+        start, end = start + 1, start + close
+    else:
+        if _YAML_MAPPING.match(value) or value[:1] in "[{&*!|>":
+            return None  # a nested mapping, collection, anchor, tag or block: not one plain value
+        comment = _YAML_COMMENT.search(value)
+        end = start + comment.start() if comment else end
+    return (start, end) if _listed_secret(text[start:end]) else None
+
+
+def _flow_items(m: re.Match[str]) -> list[_Span]:
+    """The secrets among the items of a `[…]` list under a secret-named key (YAML flow or JSON)."""
+    spans: list[_Span] = []
+    for item in _FLOW_ITEM.finditer(m.string, m.start("flow"), m.end("flow")):
+        name = next(n for n in ("dq", "sq", "uq") if item.group(n) is not None)
+        start, end = item.span(name)
+        end -= len(item.group(name)) - len(item.group(name).rstrip())
+        spans.append((start, end) if _listed_secret(m.string[start:end]) else None)
+    return spans
+
+
+def _yaml_rows(text: str, pos: int, indent: int) -> list[tuple[int, int, int]]:
+    """The (start, end, indent) of each non-blank line from `pos` on that belongs to a YAML key
+    indented by `indent`: those indented deeper, and `- ` items at its own indent (at most 1000)."""
+    rows: list[tuple[int, int, int]] = []
+    while pos < len(text) and len(rows) < 1000:
+        end = text.find("\n", pos)
+        end = len(text) if end < 0 else end
+        line = text[pos:end]
+        content = line.lstrip(" \t")
+        if content.strip():
+            lead = len(line) - len(content)
+            if lead < indent or (lead == indent and not _YAML_ITEM.match(content)):
+                break  # a sibling or parent key: the value has ended
+            rows.append((pos + lead, pos + len(line.rstrip()), lead))
+        pos = end + 1
+    return rows
+
+
+def _yaml_values(m: re.Match[str]) -> Sequence[_Span]:
+    """The secrets a secret-named YAML key (whose `:` ends `m`'s header) holds below its line or in a `[…]` list.
+
+    Below the key: the items of a `- …` list (each its own secret), or a block scalar (`password: |`)
+    or plain scalar continued on indented lines, redacted whole. A nested mapping is left to the
+    `key: value` rule for its own keys, and docker-compose's `secrets:` list names secrets, it holds none.
+    """
+    text = m.string
+    if m.group("flow") is not None:  # in JSON too, where the key need not start its line
+        key = _FLOW_KEY.search(text, max(0, m.start() - 80), m.start())
+        return _flow_items(m) if key is not None and key.group("name").casefold() != "secrets" else ()
+    line = text.rfind("\n", 0, m.start()) + 1
+    key = _YAML_KEY.fullmatch(text, line, m.start())
+    if key is None or key.group("name").casefold() == "secrets":
+        return ()
+    # The key's column, after any `- ` before it: its value is indented deeper, or is a list at that
+    # column. The body is read only below a secret-named key and only as far as it goes, so the many
+    # other `key:` lines of a document cost nothing beyond their header, and no line is read twice.
+    indent = key.start("name") - line - (text[key.start("name") - 1] in "\"'")
+    rows = _yaml_rows(text, m.end(), indent)
+    if not rows:
+        return ()
+    first = rows[0]
+    if m.group("block") is None and _YAML_ITEM.match(text, first[0], first[1]):
+        spans: list[_Span] = []
+        for start, end, lead in rows:
+            if lead < first[2] or (lead == first[2] and not _YAML_ITEM.match(text, start, end)):
+                break  # the list has ended
+            dash = _YAML_ITEM.match(text, start, end) if lead == first[2] else None
+            if dash is not None and dash.end() < end:  # deeper lines continue an item that is a mapping
+                spans.append(_item_span(text, dash.end(), end))
+        return spans
+    block = list(takewhile(lambda row: row[2] > indent, rows))  # a scalar's lines are indented deeper
+    if not block:
+        return ()
+    value = text[first[0] : block[-1][1]]
+    if m.group("block") is None and (_YAML_MAPPING.match(value) or value.startswith(("#", "[", "{"))):
+        return ()  # a nested mapping, comment or collection, not a scalar
+    quoted = m.group("block") is not None  # a block scalar is a string whatever it holds
+    return [(first[0], block[-1][1])] if _is_secret(value, quoted=quoted, strict=True) else ()
+
+
+_INPUT_ATTR = re.compile(r"""([\w:.-]+)(?:\s*=\s*(?:"([^"]*)"|'([^']*)'|([^\s"'=<>`]+)))?""")
+_SECRET_NAME = re.compile(r"(?i)" + _KEYWORDS.replace("?P<loose>", "?:"))
+_LABELLED_INPUTS = frozenset({"checkbox", "radio", "submit", "button", "reset", "image"})
+
+
+def _input_value(m: re.Match[str]) -> _Span:
+    """The `value` of an HTML `<input>` that holds a password (`type="password"`) or a key (`name="api_key"`)."""
+    attrs: dict[str, tuple[str, int, bool]] = {}  # name -> (value, start, quoted)
+    for attr in _INPUT_ATTR.finditer(m.string, m.start() + 6, m.end() - 1):
+        for group, quoted in ((2, True), (3, True), (4, False)):
+            if attr.group(group) is not None:
+                attrs.setdefault(attr.group(1).lower(), (attr.group(group), attr.start(group), quoted))
+    if "value" not in attrs:
+        return None
+    value, start, quoted = attrs["value"]
+    if not quoted and value.startswith("{"):
+        return None  # JSX: `value={password}` names the variable that holds it
+    kind = attrs.get("type", ("text", 0, True))[0].strip().lower()
+    if kind == "password":
+        secret = _is_secret(value, quoted=True)
+    elif kind in _LABELLED_INPUTS:
+        return None  # the value is the button's label or the box's ticked value, not typed input
+    else:
+        names = (attrs.get(a, ("", 0, True))[0] for a in ("name", "id", "autocomplete"))
+        secret = any(_SECRET_NAME.search(n) for n in names) and _listed_secret(value)
+    return (start, start + len(value)) if secret else None
 
 
 @dataclass(frozen=True, slots=True)
@@ -193,6 +341,8 @@ class _Rule:
     # is matched case-insensitively only by characters that casefold to it): a text holding none
     # is skipped without running the pattern, which is what keeps cleaning cheap.
     needles: tuple[str, ...] = ()
+    # For a match that holds several secrets (the items of a list): their spans, in order, instead of `pick`.
+    picks: _Picks | None = None
 
 
 def _rule(kind: str, regex: str, pick: _Pick = _whole, needles: tuple[str, ...] = ()) -> _Rule:
@@ -225,6 +375,12 @@ _MYSQL_CLIENTS = (
     *("mysql" + tool for tool in ("dump", "admin", "import", "check", "show", "slap", "")),
     *("mariadb" + tool for tool in ("-dump", "-admin", "-import", "-check", "-show", "-slap", "")),
 )
+_LOGINS = (
+    *(tool + " login" for tool in ("docker", "podman", "buildah", "nerdctl", "skopeo", "oras", "az", "oc", "cf")),
+    "helm registry login",
+    "az acr login",
+)
+_LDAP_CLIENTS = tuple("ldap" + tool for tool in ("search", "modify", "add", "delete", "whoami", "passwd", "compare"))
 # A flag's value: quoted, or a word up to the next whitespace.
 _CLI_VALUE = r"""(?:"(?P<dq>[^"\n]{1,1000})"|'(?P<sq>[^'\n]{1,1000})'|(?P<uq>[^\s"'][^\s]{0,1000}))"""
 # `user:password`, quoted or not; a user alone (curl then prompts for the password) is no match.
@@ -255,16 +411,26 @@ _SPECIFIC = (
         "github_token", _token("gh[pousr]_", 4, "[A-Za-z0-9]{36,255}", _DISTINCT), needles=_prefixes("gh", "pousr", "_")
     ),
     _rule("github_token", _token("github_pat_", 11, r"\w{22,255}", _DISTINCT), needles=("github_pat_",)),
-    _rule("gitlab_token", _token("glpat-", 6, _B64 + "{20,100}", _DISTINCT), needles=("glpat-",)),
+    # Personal, pipeline-trigger, runner and deploy tokens.
+    *(
+        _rule("gitlab_token", _token(prefix, len(prefix), _B64 + "{20,100}", _DISTINCT), needles=(prefix,))
+        for prefix in ("glpat-", "glptt-", "glrt-", "gldt-")
+    ),
     _rule(
         "slack_token",
-        _token("xox[abprs]-", 5, "[A-Za-z0-9-]{10,250}", _DISTINCT),
-        needles=_prefixes("xox", "abprs", "-"),
+        _token("xox[abeprs]-", 5, "[A-Za-z0-9-]{10,250}", _DISTINCT),
+        needles=_prefixes("xox", "abeprs", "-"),
     ),
+    _rule("slack_token", _token("xapp-", 5, r"\d-[A-Za-z0-9-]{20,250}", _DISTINCT), _with_digit, ("xapp-",)),
     _rule(
         "slack_token",
         r"https?://hooks\.slack\.com/(?:services|workflows|triggers)/[\w/-]{8,300}",
         needles=("hooks.slack.com/",),
+    ),
+    _rule(
+        "discord_webhook",
+        r"https?://(?:\w+\.)?discord(?:app)?\.com/api/webhooks/\d{5,30}/[\w-]{20,200}",
+        needles=("/api/webhooks/",),
     ),
     _rule("aws_access_key", _token("A[KS]IA", 4, "[A-Z0-9]{16}(?![A-Za-z0-9])", "A-Za-z0-9"), needles=("akia", "asia")),
     _rule(
@@ -286,10 +452,17 @@ _SPECIFIC = (
     # A PyPI token is a base64url macaroon whose first bytes always encode to `AgE`.
     _rule("pypi_token", _token("pypi-AgE", 8, _B64 + "{50,4096}", _DISTINCT), needles=("pypi-age",)),
     _rule("sendgrid_key", _token(r"SG\.", 3, rf"{_B64}{{22}}\.{_B64}{{43}}(?!{_B64})", _DISTINCT), needles=("sg.",)),
+    _rule("digitalocean_token", _token("do[opr]_v1_", 7, "[a-f0-9]{64}(?![A-Za-z0-9])", _DISTINCT), needles=("_v1_",)),
+    _rule("groq_key", _token("gsk_", 4, "[A-Za-z0-9]{48,64}(?![A-Za-z0-9])"), _mixed, ("gsk_",)),
+    _rule("vault_token", _token(r"hv[sb]\.", 4, _B64 + "{24,512}", _DISTINCT), _with_digit, ("hvs.", "hvb.")),
+    # age's secret keys are Bech32, in upper case; their needle is one already looked for.
+    _rule("age_secret_key", _token("AGE-SECRET-KEY-1", 16, "[02-9AC-HJ-NP-Z]{58}", _DISTINCT), needles=("secret",)),
     _rule(
         "jwt", _token("eyJ", 3, rf"{_B64}{{8,4096}}\.{_B64}{{8,8192}}\.{_B64}{{8,4096}}", _DISTINCT), needles=("eyj",)
     ),
 )
+
+_SPECIFIC_NEEDLES = frozenset(n for r in _SPECIFIC for n in r.needles)
 
 _GENERIC = (
     # The user may be empty (`redis://:password@host`, how Redis URLs carry a password alone) or an
@@ -314,6 +487,18 @@ _GENERIC = (
     _rule(
         "bearer_token", _AUTH + r"(?:token|bot)[ \t]{1,5}(?P<s>[A-Za-z0-9._~+/-]{8,4096}=*)", _scheme_token, ("author",)
     ),
+    # Before the `key: value` rule, which would otherwise take a block header (`|`) or a `[` for the value.
+    _Rule(
+        "password_assignment",
+        # Found by its `:` (ending a line, opening a block or a `[…]` list), a far rarer start than a keyword.
+        re.compile(
+            r":[ \t]{0,5}(?:\[(?!REDACTED:|private\])(?P<flow>[^\[\]]{0,4000})\]"
+            r"|(?P<block>[|>][1-9+-]{0,2})?[ \t]{0,5}(?:#[^\n]{0,500})?(?=\r?\n))"
+        ),
+        needles=_KEYWORD_NEEDLES,
+        picks=_yaml_values,
+    ),
+    _rule("password_assignment", r"(?i)<input\b[^<>]{0,2000}>", _input_value, ("<input",)),
     _rule(
         "password_assignment",
         r"(?i)(?=[psta])" + _KEYWORDS + r"[\"']?"
@@ -345,6 +530,21 @@ _GENERIC = (
     ),
     _rule("password_assignment", _command(("sshpass",), "-p[ \t]*", _CLI_VALUE), _cli_value, ("sshpass",)),
     _rule("password_assignment", _command(("redis-cli",), "-a[ \t]+", _CLI_VALUE), _cli_value, ("redis-cli",)),
+    # `docker login -p X` (`docker run -p 8080:80` is a port, so only after `login`); `mongosh -p X`.
+    _rule("password_assignment", _command(_LOGINS, "-p[ \t]*", _CLI_VALUE), _cli_value, ("login",)),
+    _rule("password_assignment", _command(("mongo", "mongosh"), "-p[ \t]+", _CLI_VALUE), _cli_value, ("mongo",)),
+    # OpenLDAP's clients take the bind password after `-w` (`-W` prompts for it).
+    _rule("password_assignment", _command(_LDAP_CLIENTS, "-w[ \t]*", _CLI_VALUE), _cli_value, ("ldap",)),
+    # OpenSSL's `-passin pass:X` and Java keytool's `-storepass X` (`-storepass:env VAR` names a variable).
+    _rule(
+        "password_assignment", r"-pass(?<![\w-]-pass)(?:in|out)?[ \t]{1,5}pass:" + _CLI_VALUE, _cli_value, ("-pass",)
+    ),
+    _rule(
+        "password_assignment",
+        r"(?<![\w-])-(?:src|dest|new)?(?:store|key)pass[ \t]{1,5}" + _CLI_VALUE,
+        _cli_value,
+        ("storepass", "keypass"),
+    ),
 )
 
 
@@ -355,20 +555,97 @@ def _apply(rule: _Rule, text: str, counts: dict[str, int]) -> str:
     out: list[str] = []
     pos = found = 0
     for m in rule.pattern.finditer(text):
-        span = rule.pick(m)
-        if span is None or span[1] <= span[0] or span[0] < pos:
-            continue
-        if markers is None:
-            markers = [m.span() for m in _MARKER.finditer(text)]
-            starts = [s for s, _ in markers]
-        i = bisect_right(starts, span[0]) - 1
-        if i >= 0 and markers[i][1] > span[0]:
-            continue
-        out += (text[pos : span[0]], f"[REDACTED:{rule.kind}]")
-        pos, found = span[1], found + 1
+        for span in (rule.pick(m),) if rule.picks is None else rule.picks(m):
+            if span is None or span[1] <= span[0] or span[0] < pos:
+                continue
+            if markers is None:
+                markers = [m.span() for m in _MARKER.finditer(text)]
+                starts = [s for s, _ in markers]
+            i = bisect_right(starts, span[0]) - 1
+            if i >= 0 and markers[i][1] > span[0]:
+                continue
+            out += (text[pos : span[0]], f"[REDACTED:{rule.kind}]")
+            pos, found = span[1], found + 1
     if not found:
         return text
     counts[rule.kind] = counts.get(rule.kind, 0) + found
+    out.append(text[pos:])
+    return "".join(out)
+
+
+# Characters that render as nothing: a token split by them looks whole to a reader (and one copied
+# from a web page or a chat often carries them), so the folded view drops them.
+_INVISIBLE = "\u00ad\u200b\u200c\u200d\u200e\u200f\u2060\u2061\u2062\u2063\u2064\ufeff"
+# What the folded view folds: the invisible characters, and the look-alikes of ASCII that NFKC folds
+# one for one into what tokens are made of: fullwidth letters, digits and `+-./=_~` (which an East
+# Asian input method types) and mathematical letters and digits. Fullwidth punctuation such as
+# `：，（）` is left out, since no token holds it and Chinese or Japanese prose is full of it; looking
+# for these characters alone keeps the check cheap on the many texts with other non-ASCII.
+_FOLDS = f"{_INVISIBLE}\uff0b\uff0d-\uff19\uff1d\uff21-\uff3a\uff3f\uff41-\uff5a\uff5e\U0001d400-\U0001d7ff"
+_FOLDABLE = re.compile(f"[{_FOLDS}]")
+# A run of what tokens are made of with a foldable character in it, from its start (so that each
+# character is scanned once): the only place a disguised token can be. It leaves out the few token
+# rules whose matches hold spaces (a PEM block, `aws_secret_access_key = …`), whose disguise is unlikely.
+_TOKEN_CHARS = r"\-A-Za-z0-9_.+/=~:"
+_DISGUISED = re.compile(f"(?<![{_TOKEN_CHARS}{_FOLDS}])[{_TOKEN_CHARS}]*+[{_FOLDS}][{_TOKEN_CHARS}{_FOLDS}]*+")
+
+
+@lru_cache(maxsize=2048)
+def _fold_char(ch: str) -> str:
+    if ch in _INVISIBLE:
+        return ""
+    folded = unicodedata.normalize("NFKC", ch)
+    return folded if len(folded) == 1 else ch
+
+
+def _fold_match(m: re.Match[str]) -> str:
+    return _fold_char(m.group())
+
+
+def _unfold_tokens(rules: Sequence[_Rule], needles: frozenset[str], text: str, counts: dict[str, int]) -> str:
+    """Redact the provider tokens `text` holds in disguise: in fullwidth or mathematical letters, or
+    split by invisible characters. They are matched on a folded view of `text` and each is redacted
+    in `text` whole, invisible characters included; text without such characters is returned as it is.
+    `needles` are those of `rules`.
+    """
+    if text.isascii() or _FOLDABLE.search(text) is None:
+        return text
+    # The shortest token any rule matches is longer than 10 characters.
+    runs = [
+        _FOLDABLE.sub(_fold_match, m.group()).casefold() for m in _DISGUISED.finditer(text) if m.end() - m.start() > 10
+    ]
+    if not runs:
+        return text
+    present = {n for n in needles if any(n in run for run in runs)}
+    rules = [r for r in rules if not present.isdisjoint(r.needles)]
+    if not rules:
+        return text
+    view = _FOLDABLE.sub(_fold_match, text)
+    # Folding keeps every character but the invisible ones, so the view's index `v` is the text's
+    # `v` plus the number of characters dropped before it; `dropped[j]` is where the j-th one would be.
+    dropped = [m.start() - j for j, m in enumerate(_FOLDABLE.finditer(text)) if not _fold_char(m.group())]
+    # Spans taken in `view`, kept sorted and disjoint: our markers first (no match may start inside
+    # one), then each token found, which a later rule's match may not overlap (the first rule wins).
+    taken = [m.span() for m in _MARKER.finditer(view)]
+    found: list[tuple[int, int, str]] = []  # (start, end, kind) in `view`
+    for rule in rules:
+        for m in rule.pattern.finditer(view):
+            span = rule.pick(m)
+            if span is None or span[1] <= span[0]:
+                continue
+            i = bisect_right(taken, (span[0], len(view) + 1))
+            if (i > 0 and taken[i - 1][1] > span[0]) or (i < len(taken) and taken[i][0] < span[1]):
+                continue
+            insort(taken, span)
+            found.append((span[0], span[1], rule.kind))
+    if not found:
+        return text
+    out: list[str] = []
+    pos = 0
+    for start, end, kind in sorted(found):
+        out += (text[pos : start + bisect_right(dropped, start)], f"[REDACTED:{kind}]")
+        pos = end + bisect_right(dropped, end - 1)
+        counts[kind] = counts.get(kind, 0) + 1
     out.append(text[pos:])
     return "".join(out)
 
@@ -423,6 +700,24 @@ def says_something(text: str) -> bool:
     return any(ch.isalnum() for ch in without_markers(text))
 
 
+class _RulePlan:
+    """Which of a sequence of rules can match a text, from the needles found in it."""
+
+    def __init__(self, rules: tuple[_Rule, ...]) -> None:
+        self.rules = rules
+        self._always = frozenset(i for i, r in enumerate(rules) if not r.needles)
+        by_needle: dict[str, set[int]] = {}
+        for i, rule in enumerate(rules):
+            for needle in rule.needles:
+                by_needle.setdefault(needle, set()).add(i)
+        self._by_needle = {n: frozenset(ids) for n, ids in by_needle.items()}
+
+    def select(self, present: Iterable[str]) -> list[_Rule]:
+        """The rules, in their order, that have no needles or one of `present`."""
+        chosen = self._always.union(*(self._by_needle.get(n, ()) for n in present))
+        return [self.rules[i] for i in sorted(chosen)]
+
+
 class PrivacyFilter:
     """Removes <private> blocks and redacts secrets before text is stored or indexed.
 
@@ -443,15 +738,19 @@ class PrivacyFilter:
         # Configured patterns are assumed more specific than the generic key/value heuristics.
         self._rules: tuple[_Rule, ...] = (*_SPECIFIC, *extras, *_GENERIC)
         self._needles = frozenset(n for r in self._rules for n in r.needles)
+        self._plan = _RulePlan(self._rules)
 
     def clean(self, text: str) -> Redaction:
         """Return `text` with private blocks and secrets removed, plus per-kind redaction counts."""
         counts: dict[str, int] = {}
         text = _strip_private(text, counts)
+        text = _unfold_tokens(_SPECIFIC, _SPECIFIC_NEEDLES, text, counts)
         # Redactions only add markers, inside which no match counts, so one folding serves every pass.
         folded = text.casefold()
         present = {n for n in self._needles if n in folded}  # substring tests are far cheaper than patterns
-        rules = [r for r in self._rules if not r.needles or not present.isdisjoint(r.needles)]
+        if self._plan.rules is not self._rules:  # replaced after construction (as tests do)
+            self._plan = _RulePlan(self._rules)
+        rules = self._plan.select(present)
         # A replacement can change the context an earlier rule saw (a word edge, say): repeat until stable.
         for _ in range(3):
             before = sum(counts.values())

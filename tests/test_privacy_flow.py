@@ -81,3 +81,26 @@ async def test_an_imported_agent_id_or_lesson_source_loses_its_secrets(client: C
     assert tables["lessons"][0]["source"] == {
         "via": "a script", "notes": ["pushed with [REDACTED:github_token]"], "n": 2,
     }  # fmt: skip
+
+
+async def test_yaml_html_cli_and_disguised_secrets_never_reach_the_store(client: Client, settings: Settings) -> None:
+    listed = "Lm20" + "-Vq8z-" + "Qp99"
+    block = "c0Rx7" + "-Jw5k-" + "Ht4p"
+    typed = "Tr0ub4" + "-Yx6n"
+    flag = "Fl4g" + "-Bz3m"
+    disguised = "ghp_" + "\u200b" + "Kq7" * 12
+    fullwidth = "".join(chr(ord(c) + 0xFEE0) for c in "ghp_" + "Wv3" * 12)
+    content = (
+        f"config:\n  api_keys:\n    - {listed}\n  password: |\n    {block}\n"
+        f'<input type="password" value="{typed}">\n'
+        f"docker login -u ci -p {flag} registry.example.com\n"
+        f"tokens seen: {disguised} and {fullwidth}\n"
+    )
+    saved = await call(client, "memory_save", content=content)
+    assert saved["redacted"] == {"password_assignment": 4, "github_token": 2}
+
+    text = json.dumps(await call(client, "memory_export", all_projects=True), ensure_ascii=False)
+    for secret in (listed, block, typed, flag, disguised, fullwidth, "Kq7Kq7", "Ｗｖ３"):
+        assert secret not in text
+        assert secret.encode() not in _raw_bytes(settings)
+        assert (await call(client, "memory_smart_search", query=secret))["hits"] == []
