@@ -238,3 +238,16 @@ async def test_an_unknown_or_empty_timeline_anchor_is_named(client: Client) -> N
     assert "anchor: No observation 'obs_0000000000unknown000' in this project" in unknown
     assert foreign == unknown.replace("obs_0000000000unknown000", elsewhere["id"])
     assert "anchor:" in empty
+
+
+async def test_a_project_whose_only_record_has_no_terms_answers_without_a_numpy_warning(client: Client) -> None:
+    import warnings
+
+    await call(client, "memory_save", content="x")  # a record with no searchable words: no length at all
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RuntimeWarning)  # 0/0 in the length normalisation once warned
+        diagnosis = await call(client, "memory_diagnose")
+        found = await call(client, "memory_recall", query="x", include_memories=True)
+
+    assert diagnosis["counts"]["memories"] == 1
+    assert found["hits"] == []

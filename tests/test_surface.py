@@ -77,7 +77,7 @@ SURFACE: dict[str, tuple[list[str], list[str], tuple[bool | None, bool | None, b
     "memory_action_create": (
         ["title", "description", "priority", "parent_id", "depends_on", "tags", "due", "status", "project"],
         ["title"],
-        (False, False, False),
+        (False, True, False),  # a child made under a done parent reopens it
     ),
     "memory_action_update": (
         ["id", "status", "title", "description", "priority", "parent_id", "clear_parent", "add_depends_on",

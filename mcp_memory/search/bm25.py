@@ -278,7 +278,8 @@ class BM25Model(DocStore):
         """k1 × (1 − b + b × dl / avgdl) per local id (rank-bm25's denominator term), cached between writes."""
         if self._norm_at != self._version:
             k1, b = self.params.k1, self.params.b
-            avgdl = self.total_len / self.n_docs
+            # records with no terms at all (a memory "x") have no length: any divisor leaves them 0
+            avgdl = self.total_len / self.n_docs or 1.0
             # that expression's steps in its order, in place: one array made instead of four (the
             # first query after a write pays this over every record)
             norm = self._dl[: len(self.keys)] * b

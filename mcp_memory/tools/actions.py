@@ -21,7 +21,7 @@ Tags = Annotated[
 ]
 Priority = Annotated[int | None, Field(ge=-100, le=100, description="Higher is more urgent (default 0).")]
 Tag = Annotated[
-    str | None, Field(max_length=TAG_CHARS, description="Only actions with this tag (ignoring ASCII case).")
+    str | None, Field(max_length=TAG_CHARS, description="Only actions with this tag (ignoring case and Unicode form).")
 ]
 
 
@@ -93,7 +93,8 @@ async def memory_frontier(
 def actions_tools() -> list[Tool]:
     """The action tools."""
     return [
-        make_tool(memory_action_create, title="Create an action", read_only=False),
+        # destructive: a child made under a done parent reopens it (its status and completion are overwritten)
+        make_tool(memory_action_create, title="Create an action", read_only=False, destructive=True),
         make_tool(memory_action_update, title="Update an action", read_only=False, destructive=True),
         make_tool(memory_action_list, title="List actions", read_only=True),
         make_tool(memory_frontier, title="What to do next", read_only=True),
