@@ -108,3 +108,45 @@ async def test_the_reflect_prompt_cuts_long_strategies(tmp_path: Path, clock: Fa
     prompt = model.prompt()
     assert "(strategy: Roll out build 0 blue-green with canary checks" in prompt
     assert len(prompt) < 2_500
+
+
+async def test_a_fact_a_memory_already_says_is_not_promoted_over_it(client: Client, clock: FakeClock) -> None:
+    fact = "The staging cluster uses three replicas behind nginx"
+    mine = await call(
+        client, "memory_save", content=fact, kind="decision", importance=0.9,
+        title="Staging infrastructure overview for the operations team",
+        concepts=["kubernetes", "infrastructure", "operations", "load-balancing", "topology"],
+    )  # fmt: skip
+    for name in "abc":
+        await call(client, "memory_observe", content="Checked staging.", facts=[fact], session_id=f"s-{name}")
+        await call(client, "memory_observe", content="Done.", session_id=f"s-{name}", end_session=True)
+        clock.advance(minutes=10)
+
+    dry = await call(client, "memory_consolidate", dry_run=True)
+    done = await call(client, "memory_consolidate")
+    kept = await call(client, "memory_get", id=mine["id"])
+
+    # Promoted, the same content became a new version of the caller's decision, as a plain fact
+    assert [c for c in dry["changes"] + done["changes"] if c["action"] == "promoted"] == []
+    assert [v["id"] for v in kept["versions"]] == [mine["id"]]
+    assert (kept["memory"]["kind"], kept["memory"]["importance"]) == ("decision", 0.9)
+
+
+async def test_a_session_whose_turns_over_the_cap_are_all_kept_is_not_folded_again_and_again(
+    tmp_path: Path, clock: FakeClock
+) -> None:
+    settings = Settings(db=tmp_path / "m.db", project="test", synchronous="normal", timezone="UTC")
+    async with Client(build_server(settings.model_copy(update={"observation_cap": 20}), clock)) as client:
+        memory = await call(client, "memory_save", content="The release checklist.")
+        for i in range(20):
+            step = await call(client, "memory_observe", content=f"Step {i} of the release is done.", session_id="big")
+            await call(client, "memory_relate", source_id=memory["id"], target_id=step["id"], type="related")
+    async with Client(build_server(settings.model_copy(update={"observation_cap": 10}), clock)) as client:
+        first = await call(client, "memory_consolidate")
+        audited = (await call(client, "memory_diagnose"))["counts"]["audit_log"]
+        second = await call(client, "memory_consolidate")
+        again = (await call(client, "memory_diagnose"))["counts"]["audit_log"]
+
+    # every turn is a relation's target, so none folds: each pass once wrote a fold of nothing
+    assert [c for c in first["changes"] + second["changes"] if c["action"] == "folded"] == []
+    assert again == audited

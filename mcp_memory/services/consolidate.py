@@ -272,7 +272,7 @@ class ConsolidateService(Service):
         gone = await MetaRepository(tx).forgotten_facts(project) | {
             fact_fingerprint(text) for text in await MemoryRepository(tx).superseded_contents(project)
         }
-        analyzer = self.deps.index.analyzer
+        analyzer, memories = self.deps.index.analyzer, MemoryRepository(tx)
         await self.deps.indexer.catch_up(tx)  # which facts memories already say is read from the index
         promoted: list[frozenset[str]] = []  # the index learns of this pass's memories only at commit
         changes = []
@@ -281,10 +281,12 @@ class ConsolidateService(Service):
                 continue
             text = Counter(fact for fact, _, _ in sightings).most_common(1)[0][0]
             words = frozenset(analyzer.terms(text))
-            if self.memories.most_similar(project, text) is not None or any(
-                jaccard(words, earlier) > SUPERSEDE_THRESHOLD for earlier in promoted
+            if (
+                self.memories.most_similar(project, text) is not None
+                or await self.memories.saying(memories, project, text) is not None
+                or any(jaccard(words, earlier) > SUPERSEDE_THRESHOLD for earlier in promoted)
             ):
-                continue  # already known: a memory says (nearly) the same
+                continue  # already known: a memory says (nearly) the same, or exactly, whatever its title
             saved = await self.memories.save(
                 project, text, "fact", importance=0.6, ref=f"promoted from {sightings[0][2]}"
             )

@@ -204,7 +204,8 @@ class EpisodicService(Service):
         # once per dozen observations instead of on every one (a cap under 50 stays exact).
         excess = kept - cap + cap // 50
         victims = await observations.least_valuable(session_id, excess, keep=[keep] if keep else [])
-        await self.fold(tx, session_id, project, victims, victims, now)
+        if victims:  # none when every one over the cap is kept (a relation points to it)
+            await self.fold(tx, session_id, project, victims, victims, now)
         return [v.id for v in victims]
 
     async def fold(

@@ -185,6 +185,18 @@ class MemoryService(Service):
             return best, round(found[0][1], 4), None
         return None, None, Resemblance(id=best.id, title=best.title, similarity=round(found[0][1], 4))
 
+    async def saying(self, repo: MemoryRepository, project: str, content: str) -> Memory | None:
+        """The live memory whose content is `content` (case and spacing aside), however its title or
+        concepts make it read beside it; a read of the few most alike only."""
+        same = await repo.latest_with_content(project, content)
+        if same is not None:
+            return same
+        found = [i for i, _ in self._alike(project, content, RESEMBLE_THRESHOLD)[:_SAME_CONTENT_READS]]
+        wanted = _normal(content)
+        return next(
+            (m for m in await repo.get_many(found, project) if m.is_latest and _normal(m.content) == wanted), None
+        )
+
     def most_similar(self, project: str, text: str) -> tuple[str, float] | None:
         """The live memory whose term set overlaps `text`'s above the supersede threshold, if any."""
         found = self._alike(project, text, SUPERSEDE_THRESHOLD)
