@@ -103,7 +103,7 @@ async def test_facts_that_repeat_the_title_or_do_not_fit_are_left_out(client: Cl
     assert len(line) <= 2 + 240
 
 
-async def test_a_long_summary_is_cut_to_its_cap_after_the_failures(client: Client, clock: FakeClock) -> None:
+async def test_a_long_summary_is_cut_to_its_cap_before_the_outcomes(client: Client, clock: FakeClock) -> None:
     for n in range(8):  # eight long decisions take most of the summary's 2,000 characters
         chose = f"Chose option {n} " + "for reasons " * 14
         await call(client, "memory_observe", content=chose, title=chose, type="decision", session_id=SESSION)
@@ -112,10 +112,12 @@ async def test_a_long_summary_is_cut_to_its_cap_after_the_failures(client: Clien
     lines = await summary_lines(client, clock, outcomes)
 
     assert len("\n".join(lines)) <= 2_000
-    # the cap falls after the second failure: what it drops are the successes, listed after the failures
+    # how the session went is always said: the decisions that do not fit are left out instead
+    task = f"{'with many words ' * 6}with many…"
     assert section(lines, "Outcomes:") == [
         "Outcomes: 3 of 9 succeeded",
-        f"- Long task 1 {'with many words ' * 6}with many… failed (score 0.10)",
-        f"- Long task 2 {'with many words ' * 6}with many… failed (score 0.10)",
+        *(f"- Long task {n} {task} failed (score 0.10)" for n in (1, 2, 4, 5, 7)),
+        "- … and 4 more (1 failed)",
     ]
-    assert lines[-1] == "…"
+    assert lines[lines.index("Outcomes: 3 of 9 succeeded") - 1] == "…"
+    assert sum(line.startswith("- Chose option") for line in lines) < 8

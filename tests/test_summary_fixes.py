@@ -85,3 +85,35 @@ async def test_errors_that_share_a_fix_are_listed_together_and_the_fix_said_once
         "- Deploy failed again: port 8080 already in use -> same fix as above",
         "- pytest failed: ImportError cannot import name Stemmer -> unresolved",
     ]
+
+
+async def test_a_long_sessions_summary_still_says_how_it_went(client: Client) -> None:
+    for i in range(8):
+        await call(
+            client, "memory_observe", type="decision", session_id="long",
+            content=f"Decision {i}: moved reconciliation job {i} from the legacy cron host to a Kubernetes CronJob "
+            "with retries, idempotency keys and alerting on failure",
+        )  # fmt: skip
+    for i in range(6):
+        await call(
+            client, "memory_observe", type="error", session_id="long",
+            content=f"Job{i} crashed: psycopg OperationalError server closed the connection unexpectedly "
+            f"while reconciling batch {i} of the ledger export for merchant accounts",
+        )  # fmt: skip
+        await call(
+            client, "memory_observe", type="fix", session_id="long",
+            content=f"Job{i}: added pool_pre_ping and a reconnect loop around ledger export batch {i} so the "
+            "reconciliation survives server restarts",
+        )  # fmt: skip
+    await call(
+        client, "memory_outcome_record", task="Migrate reconciliation to Kubernetes", success=False, session_id="long"
+    )
+    await call(client, "memory_observe", content="Stopping here.", session_id="long", end_session=True)
+
+    summary = (await call(client, "memory_crystallize", session_id="long"))["sessions"][0]["summary"]
+
+    # cut at the limit, the decisions and errors once pushed the failed outcome out
+    assert len(summary) <= 2_000
+    assert summary.splitlines()[-1] == "Outcome: Migrate reconciliation to Kubernetes failed (score 0.00)"
+    assert summary.splitlines()[-2] == "…"  # what did not fit is said to be left out
+    assert "- Decision 0: moved reconciliation job 0" in summary

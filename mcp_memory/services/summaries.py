@@ -208,17 +208,20 @@ class SummaryService(Service):
         concepts = Counter(c for o in observations for c in o.concepts)
         if concepts:
             lines.append("Concepts: " + ", ".join(c for c, _ in concepts.most_common(10)))
-        lines += _outcome_lines(outcomes)
         highlights = sorted(
             (o for o in observations if o.type in _HIGHLIGHT_TYPES and o.id not in claimed),
             key=lambda o: (-o.importance, o.seq),
         )[:5]
-        if highlights:
-            lines.append("Also:")
-            lines += [f"- {_with_facts(o)}" for o in sorted(highlights, key=lambda o: o.seq)]
-        if session.folded_count:
-            lines.append(f"({session.folded_count} older low-value observations were folded away.)")
-        return shorten_lines("\n".join(lines), SUMMARY_CHARS)
+        also = (
+            ["Also:", *(f"- {_with_facts(o)}" for o in sorted(highlights, key=lambda o: o.seq))] if highlights else []
+        )
+        folded = [f"({session.folded_count} older low-value observations were folded away.)"] * bool(
+            session.folded_count
+        )
+        # The header, how the session went and what was folded are always said: cut at the limit,
+        # a long session's decisions and errors once pushed its failed outcome out of the summary.
+        parts = [(lines[:1], True), (lines[1:], False), (_outcome_lines(outcomes), True), (also, False), (folded, True)]
+        return _fitted(parts, SUMMARY_CHARS)
 
 
 def _error_lines(errors: Sequence[Observation], fixed: dict[str, Observation]) -> list[str]:
@@ -296,6 +299,26 @@ def _title_for(observations: Sequence[Observation]) -> str | None:
     decision = next((o for o in observations if o.type == "decision"), None)
     chosen = decision or (observations[0] if observations else None)
     return None if chosen is None else shorten(chosen.title, 80)
+
+
+def _fitted(parts: Sequence[tuple[Sequence[str], bool]], limit: int) -> str:
+    """The lines of `parts` in order, within `limit` characters: those of a part marked True all,
+    the others while they fit in what those leave, the first that does not (and every later one
+    not marked True) given as one "…" line."""
+    needed = sum(len(line) + 1 for lines, kept in parts if kept for line in lines)
+    room = limit - needed - 2  # a "…" line, should one be needed
+    out: list[str] = []
+    cut = False
+    for lines, kept in parts:
+        for line in lines:
+            if not kept and (cut or len(line) + 1 > room):
+                if not cut:
+                    out.append("…")
+                cut = True
+                continue
+            out.append(line)
+            room -= 0 if kept else len(line) + 1
+    return shorten_lines("\n".join(out), limit)  # the lines always said are long only past all bounds
 
 
 def shorten_lines(text: str, limit: int) -> str:
