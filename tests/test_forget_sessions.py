@@ -204,7 +204,7 @@ async def test_prompt_arguments_are_checked_like_tool_arguments(client: Client) 
         (
             "session_end",
             {"sesion_id": "conv-1"},
-            "sesion_id: unknown argument; valid arguments are project, session_id, task",
+            "sesion_id: unknown argument; valid arguments are agent_id, project, session_id, task",
         ),
         ("session_start", {"query": "q" * 5_000}, "query: String should have at most 2000 characters"),
         ("session_start", {"task_type": "BAD TYPE"}, "task_type: String should match pattern"),

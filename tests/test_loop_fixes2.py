@@ -29,6 +29,16 @@ async def test_the_session_end_prompt_files_outcomes_under_the_session(client: C
     assert 'call memory_outcome_record(session_id="conv-1") with: task' in text
 
 
+async def test_the_session_end_prompt_finds_the_session_of_the_agent_it_names(client: Client) -> None:
+    observed = await call(client, "memory_observe", content="Set up the migrations.", agent_id="claude-code")
+
+    named = await prompt_text(client, "session_end", {"agent_id": "claude-code"})
+    unnamed = await prompt_text(client, "session_end", {})
+
+    assert f'call memory_outcome_record(session_id="{observed["session_id"]}") with: task' in named
+    assert "call memory_outcome_record with: task" in unnamed  # the server's own agent has no session open
+
+
 async def test_a_forgotten_outcome_leaves_no_summary_quoting_it(client: Client, clock: FakeClock) -> None:
     await call(
         client, "memory_observe", content="Rotated the payroll API credentials", type="decision", session_id="s1"

@@ -126,7 +126,7 @@ async def test_tool_names_parameters_and_annotations_are_pinned(client: Client) 
 async def test_prompts_and_resource_templates_are_pinned(client: Client) -> None:
     prompts = {p.name: p for p in (await client.list_prompts()).prompts}
     assert sorted(prompts) == ["session_end", "session_start"]
-    assert [a.name for a in prompts["session_end"].arguments or []] == ["session_id", "task", "project"]
+    assert [a.name for a in prompts["session_end"].arguments or []] == ["session_id", "task", "project", "agent_id"]
     assert [a.name for a in prompts["session_start"].arguments or []] == ["query", "task_type", "project"]
     templates = {t.uri_template for t in (await client.list_resource_templates()).resource_templates}
     assert templates == {"memory://context{?project,query,task_type,budget}", "memory://slots/{name}{?project}"}

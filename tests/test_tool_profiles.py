@@ -103,7 +103,7 @@ async def test_the_session_end_prompt_walks_through_record_reflect_crystallize(c
     text = await prompt_text(client, "session_end", {"session_id": "conv-42", "task": "Fix the flaky export test"})
 
     assert {"session_start", "session_end"} <= set(listed)
-    assert {a.name for a in listed["session_end"].arguments or []} == {"session_id", "task", "project"}
+    assert {a.name for a in listed["session_end"].arguments or []} == {"session_id", "task", "project", "agent_id"}
     assert all(not a.required for a in listed["session_end"].arguments or [])
     # in this order: record outcomes, reflect, crystallize
     positions = [text.index(tool) for tool in ("memory_outcome_record", "memory_reflect", "memory_crystallize")]

@@ -122,6 +122,10 @@ async def session_end(
     ] = None,
     task: Annotated[str | None, Field(max_length=2_000, description="The main task of the session, if known.")] = None,
     project: Project = None,
+    agent_id: Annotated[
+        str | None,
+        Field(max_length=128, description="The agent id your writes name, if any: its current session is the one."),
+    ] = None,
 ) -> list[UserMessage]:
     """End a session: record outcomes, reflect, crystallize, and save what should outlive it."""
     app = app_of(ctx)
@@ -131,7 +135,7 @@ async def session_end(
             session_id = await app.context.session_id(name, session_id)
         else:
             # The walk-through must summarise this session, which crystallize without an id would not.
-            session_id = await app.summaries.current_session(name, agent_of(ctx, None))
+            session_id = await app.summaries.current_session(name, agent_of(ctx, agent_id))
     except (MCPMemoryError, ToolError) as exc:
         raise MCPError(code=INVALID_PARAMS, message=str(exc)) from exc
     # Quoted as string literals, so names and the task read as data whatever quotes or line breaks they hold.
