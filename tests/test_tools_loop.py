@@ -320,6 +320,31 @@ async def test_a_model_that_refuses_or_fails_in_legacy_mode_falls_back_to_the_ex
     assert (made["summary"], made["source"], made["changed"]) == (expected, "extractive", True)
 
 
+async def test_a_legacy_models_summary_of_a_session_that_changed_meanwhile_is_not_stored(
+    shared: Shared, clock: FakeClock
+) -> None:
+    server, plain = shared
+    await observe_known_session(plain, clock)
+
+    async def model(context: ClientRequestContext, params: CreateMessageRequestParams) -> CreateMessageResult:
+        # while the client's model writes, the agent records how the session went
+        clock.advance(seconds=5)
+        await call(plain, "memory_outcome_record", task="Move sessions to SQLite", success=False, session_id=SESSION)
+        return CreateMessageResult(
+            role="assistant", content=TextContent(type="text", text="Moved to SQLite."), model="m"
+        )
+
+    async with Client(server, sampling_callback=model, mode="legacy") as sampling:
+        [made] = (await call(sampling, "memory_crystallize", session_id=SESSION, force=True))["sessions"]
+    clock.advance(minutes=1)
+    [again] = (await call(plain, "memory_crystallize", session_id=SESSION))["sessions"]
+
+    # stored as current, the model's summary (of the session before the outcome) was never redone
+    assert (made["source"], made["changed"]) == ("extractive", True)
+    assert "- Move sessions to SQLite failed" in made["summary"]
+    assert (again["changed"], again["summary"]) == (False, made["summary"])
+
+
 # answers that say nothing once cleaned: blank, punctuation, only a private part
 EMPTY_ANSWERS = ["   \n  ", "...\n-", "<private>the plan we agreed on</private>"]
 

@@ -26,7 +26,7 @@ from mcp_memory.privacy import says_something
 from mcp_memory.repositories.observations import ObservationRepository
 from mcp_memory.repositories.outcomes import OutcomeRepository
 from mcp_memory.repositories.sessions import SessionRepository
-from mcp_memory.services.common import Service, idle_cutoff
+from mcp_memory.services.common import Deps, Service, idle_cutoff
 from mcp_memory.services.compress import counted, shorten
 from mcp_memory.services.episodic_docs import session_doc_of
 from mcp_memory.services.fixes import pair_fixes
@@ -60,6 +60,11 @@ _LISTED_ERRORS = 6
 
 class SummaryService(Service):
     """Builds and stores session summaries."""
+
+    def __init__(self, deps: Deps) -> None:
+        super().__init__(deps)
+        # What each session held when its sampling prompt was built (see `summarise`).
+        self._asked: dict[str, tuple[object, ...]] = {}
 
     async def crystallize(
         self, project: str, session_id: str | None, *, force: bool = False, model_summary: str | None = None
@@ -119,6 +124,7 @@ class SummaryService(Service):
     ) -> SessionSummaryView | None:
         """Store the summary of one session (unless it is already up to date) inside `tx`; None, and
         nothing stored, for a session with nothing left to summarise."""
+        asked = self._asked.pop(session.id, None)
         outcomes = await OutcomeRepository(tx).in_session(session.id)
         if _is_current(session, outcomes) and not force:
             return SessionSummaryView(
@@ -131,6 +137,10 @@ class SummaryService(Service):
         observations, cues = await ObservationRepository(tx).in_session_with_cues(session.id)
         if not observations and not outcomes and not session.folded_digest:
             return None
+        if model_summary and asked is not None and asked != _state(session, outcomes):
+            # The session changed while the model wrote (a client of an older protocol asks once and
+            # is not asked again): its summary would be stored as current, missing what came since.
+            model_summary = None
         source: SummarySource = "extractive"
         text = self.draft(session, observations, outcomes, cues)
         sampled = shorten_lines(self.scrubber().text(model_summary.strip()), SUMMARY_CHARS) if model_summary else ""
@@ -156,6 +166,7 @@ class SummaryService(Service):
             if _is_current(session, outcomes) and not force:
                 return None
             observations, cues = await ObservationRepository(conn).in_session_with_cues(session.id)
+        self._asked[session.id] = _state(session, outcomes)
         if not observations:
             return None
         lines = [f"- [{o.type}] {shorten(o.title, 160)}" for o in observations[-80:]]
@@ -279,6 +290,11 @@ def _with_facts(obs: Observation) -> str:
         text += joiner + shorten(fact, min(room, _FACT_CHARS))
         joiner = "; "
     return text
+
+
+def _state(session: Session, outcomes: Sequence[Outcome]) -> tuple[object, ...]:
+    """What a summary of the session is drawn from, in brief: any observation, fold or outcome changes it."""
+    return (session.observation_count, session.folded_count, session.last_activity_at, tuple(o.id for o in outcomes))
 
 
 def _is_current(session: Session, outcomes: Sequence[Outcome]) -> bool:
