@@ -220,6 +220,17 @@ async def test_a_slot_cannot_be_created_over_its_limit(client: Client) -> None:
     assert (await overview(client))["slots"] == []
 
 
+async def test_past_the_largest_limit_the_way_out_is_a_shorter_text_only(client: Client) -> None:
+    await call(client, "memory_slot_create", name="log", content="a" * 99_995, size_limit=100_000)
+
+    message = await call_error(client, "memory_slot_append", name="log", text="b" * 20)
+
+    # once it advised raising size_limit to 100016, which the tool refuses
+    assert "would hold 100016 characters, more than any slot holds (100000); nothing was changed." in message
+    assert "size_limit" not in message
+    assert "rewriting the slot shorter with memory_slot_replace" in message
+
+
 async def test_the_default_limit_is_a_setting(settings: Settings, clock: FakeClock) -> None:
     small = settings.model_copy(update={"slot_size_limit": 150})
     async with Client(build_server(small, clock)) as client:

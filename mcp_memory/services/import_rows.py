@@ -23,6 +23,7 @@ from mcp_memory.services.actions import STATUSES
 from mcp_memory.services.common import TAG_CHARS, check_session_id
 from mcp_memory.services.compress import CONCEPT_CHARS, FILE_CHARS
 from mcp_memory.services.lessons import LESSON_KINDS
+from mcp_memory.services.slots import SLOT_LIMIT_MAX
 from mcp_memory.services.summaries import SUMMARY_CHARS
 
 _ID_CHARS = 128
@@ -150,7 +151,7 @@ class _MistakeCard(r.MistakeCard):
 
 class _Slot(r.Slot):
     name: Annotated[str, Field(pattern=r"^[a-z][a-z0-9_]{0,63}$")]
-    size_limit: Annotated[int, Field(ge=1, le=100_000)]
+    size_limit: Annotated[int, Field(ge=1, le=SLOT_LIMIT_MAX)]
     description: Annotated[str | None, _at_most(500)] = None
 
     @model_validator(mode="after")

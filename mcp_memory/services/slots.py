@@ -40,6 +40,9 @@ FitCase = Literal["create", "append", "content", "size_limit"]
 
 _NAME = re.compile(r"^[a-z][a-z0-9_]{0,63}$")
 
+SLOT_LIMIT_MAX = 100_000
+"""The largest size_limit a slot may have (and so the most any slot holds)."""
+
 _WRITTEN = "slots written"
 """The book of `Tx.note` where each write of a slot notes, by id, where it lives, its name and whether
 what a list of slots shows of it changed."""
@@ -377,6 +380,19 @@ def _fits(
     size = len(content)
     if size <= slot.size_limit:
         return
+    if size > SLOT_LIMIT_MAX:  # no size_limit holds it: a shorter text is the only way out
+        shorter: dict[FitCase, str] = {
+            "create": "Shorten the content.",
+            "append": "Append shorter text."
+            if created
+            else "Append shorter text, or make room first by rewriting the slot shorter with memory_slot_replace.",
+            "content": "Give shorter content.",
+            "size_limit": "Replace the content with shorter text in the same call.",
+        }
+        raise LimitExceededError(
+            f"{field}: slot {slot.name!r} would hold {size} characters, more than any slot holds "
+            f"({SLOT_LIMIT_MAX}); nothing was {'created' if created else 'changed'}. {shorter[case]}"
+        )
     ways_out: dict[FitCase, str] = {
         "create": f"Shorten the content, or give a size_limit of at least {size}.",
         # A slot made by this append has nothing to rewrite; one that exists can make room first.

@@ -8,6 +8,7 @@ from mcp.server.mcpserver.tools import Tool
 from pydantic import Field
 
 from mcp_memory.models.organising import SlotDeleted, SlotList, SlotResult, SlotView
+from mcp_memory.services.slots import SLOT_LIMIT_MAX
 from mcp_memory.tools._common import Ctx, Project, app_of, make_tool
 from mcp_memory.tools.caller import project_of, restricted_to
 
@@ -44,7 +45,7 @@ async def memory_slot_create(
     ctx: Ctx,
     name: Name,
     content: Annotated[str, Field(max_length=100_000, description="Initial content (must fit the limit).")] = "",
-    size_limit: Annotated[int | None, Field(ge=1, le=100_000, description="Maximum characters.")] = None,
+    size_limit: Annotated[int | None, Field(ge=1, le=SLOT_LIMIT_MAX, description="Maximum characters.")] = None,
     pinned: Annotated[bool | None, Field(description="Include in every compiled context.")] = None,
     description: Annotated[str | None, Field(max_length=500, description="What the slot is for.")] = None,
     scope: Annotated[Literal["project", "global"], Field(description="Where the slot lives.")] = "project",
@@ -82,7 +83,7 @@ async def memory_slot_replace(
         str | None,
         Field(min_length=1, max_length=100_000, description="Replace only this passage (it must occur once)."),
     ] = None,
-    size_limit: Annotated[int | None, Field(ge=1, le=100_000, description="New size limit.")] = None,
+    size_limit: Annotated[int | None, Field(ge=1, le=SLOT_LIMIT_MAX, description="New size limit.")] = None,
     pinned: Annotated[bool | None, Field(description="Pin or unpin.")] = None,
     description: Annotated[str | None, Field(max_length=500, description="New description.")] = None,
     scope: Scope = None,
