@@ -9,10 +9,11 @@ from contextlib import AsyncExitStack
 from pathlib import Path
 from typing import Any
 
+import pytest
 from mcp import Client
 
 from mcp_memory.server import build_server
-from tests.conftest import FakeClock, call
+from tests.conftest import FakeClock, call, call_error
 from tests.test_import_chains import machines
 from tests.test_tools_actions import create, update
 from tests.test_tools_operations import export_document, fresh_settings
@@ -158,6 +159,32 @@ async def test_a_restricted_import_replaces_dependencies_only_in_its_own_project
 
 
 # -- tags in either Unicode form ------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("into", ["b", "a"])
+async def test_an_import_that_would_make_an_action_wait_for_itself_is_refused(tmp_path: Path, into: str) -> None:
+    clock = FakeClock()
+    async with AsyncExitStack() as stack:
+        a, b = await machines(stack, tmp_path, clock, "a", "b")
+        release = await create(a, "Release", clock)
+        feature = await create(a, "Feature", clock)
+        task = await create(a, "Task", clock, parent_id=feature["id"])
+        await call(b, "memory_import", document=await export_document(a))
+        clock.advance(minutes=5)
+        await update(a, task["id"], add_depends_on=[release["id"]])  # sound on A
+        clock.advance(minutes=5)
+        await update(b, feature["id"], parent_id=release["id"])  # sound on B
+        source, target = (a, b) if into == "b" else (b, a)
+        document = await export_document(source)
+        before = await export_document(target)
+
+        refused = await call_error(target, "memory_import", document=document)
+        after = await export_document(target)
+
+    # merged, the release waits for its child the feature, the feature for its child the task, and
+    # the task for the release: none could ever be done (the tools refuse the same graph)
+    assert ("dependency cycle through action" in refused) != ("wait for itself" in refused)  # one of the two
+    assert after["tables"]["actions"] == before["tables"]["actions"]
 
 
 async def test_a_tag_typed_composed_or_decomposed_is_one_tag_and_either_form_finds_it(client: Client) -> None:

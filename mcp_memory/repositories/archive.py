@@ -242,9 +242,12 @@ class ArchiveRepository(Repository):
                 found.setdefault(row[0], []).append(ChainLink(row[1], row[2], row[3], bool(row[4]), row[5]))
         return found
 
-    async def in_cycles(self, edges: Literal["parent", "dependency"], ids: Sequence[str]) -> set[str]:
-        """Those of the actions `ids` that reach themselves along their parents ("parent") or
-        their dependencies ("dependency")."""
+    async def in_cycles(self, edges: Literal["parent", "dependency", "waits"], ids: Sequence[str]) -> set[str]:
+        """Those of the actions `ids` that reach themselves along their parents ("parent"), their
+        dependencies ("dependency"), or what each waits for ("waits": its dependencies and its
+        children, as the tools judge a cycle)."""
+        if edges == "waits":
+            return await self._waiting_on_themselves(ids)
         table, start, end = _ACTION_EDGES[edges]
         found: set[str] = set()
         unique = list(dict.fromkeys(ids))
@@ -260,6 +263,28 @@ class ArchiveRepository(Repository):
                     )
                     SELECT DISTINCT origin FROM walk WHERE node = origin""",
                 tuple(chunk),
+            )
+            found.update(row[0] for row in rows)
+        return found
+
+    async def _waiting_on_themselves(self, ids: Sequence[str]) -> set[str]:
+        found: set[str] = set()
+        for chunk in chunked(list(dict.fromkeys(ids)), _CHUNK // 2):  # the ids are bound twice
+            marks = placeholders(len(chunk))
+            # Each step follows the stored edges by their indexes (a dependency, a child), and UNION
+            # keeps each (start, node) pair once, so a walk round a cycle ends.
+            rows = await self.conn.fetchall(
+                f"""WITH RECURSIVE walk (origin, node) AS (
+                        SELECT action_id, depends_on FROM action_dependencies WHERE action_id IN ({marks})
+                        UNION
+                        SELECT parent_id, id FROM actions WHERE parent_id IN ({marks})
+                        UNION
+                        SELECT walk.origin, d.depends_on FROM walk JOIN action_dependencies d ON d.action_id = walk.node
+                        UNION
+                        SELECT walk.origin, a.id FROM walk JOIN actions a ON a.parent_id = walk.node
+                    )
+                    SELECT DISTINCT origin FROM walk WHERE node = origin""",
+                (*chunk, *chunk),
             )
             found.update(row[0] for row in rows)
         return found

@@ -12,6 +12,7 @@ ImportTally counts what an import did, table by table, with its scope.
 
 from __future__ import annotations
 
+import dataclasses
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -49,7 +50,7 @@ class _Suspect:
     """An imported row that left a chain or an action graph malformed, unless a later row mends it."""
 
     where: str
-    shape: Literal["chain", "parent", "dependency"]
+    shape: Literal["chain", "parent", "dependency", "waits"]
     key: str  # the memory chain's root id, or the action's id
     project: str = ""  # the chain's
 
@@ -237,14 +238,20 @@ class ImportScope:
         """Those of the suspects whose chain or actions are malformed as things are stored now."""
         chains = await repo.chain_links([s.key for s in suspects if s.shape == "chain"])
         parents = await repo.in_cycles("parent", [s.key for s in suspects if s.shape == "parent"])
-        waits = await repo.in_cycles("dependency", [s.key for s in suspects if s.shape == "dependency"])
-        return [
-            s
-            for s in suspects
-            if (s.shape == "chain" and not _in_line(s.key, chains.get(s.key, [])))
-            or (s.shape == "parent" and s.key in parents)
-            or (s.shape == "dependency" and s.key in waits)
-        ]
+        # A cycle may mix the two, as the tools see it: a child waiting on an action that (through
+        # its parents) waits for that child. Each copy's graph was sound; merged, none could finish.
+        waits = await repo.in_cycles("waits", [s.key for s in suspects if s.shape in ("parent", "dependency", "waits")])
+        found = []
+        for s in suspects:
+            if (
+                (s.shape == "chain" and not _in_line(s.key, chains.get(s.key, [])))
+                or (s.shape == "parent" and s.key in parents)
+                or (s.shape in ("dependency", "waits") and s.key in waits)
+            ):
+                found.append(s)
+            elif s.shape == "parent" and s.key in waits:
+                found.append(dataclasses.replace(s, shape="waits"))
+        return found
 
     async def _settle(self, repo: ArchiveRepository, claims: list[_Claim], final: bool) -> list[_Claim]:
         """Check every claim against the owners of what it names; returns those still waiting for a record."""
@@ -280,6 +287,7 @@ _PROBLEMS = {
     "chain": "is_latest: the document marks more than one version of memory chain {key} latest; a chain has one",
     "parent": "parent_id: would make action {key} its own ancestor",
     "dependency": "depends_on: would make a dependency cycle through action {key}",
+    "waits": "parent_id: would make action {key} wait for itself through its children and dependencies",
 }
 
 
