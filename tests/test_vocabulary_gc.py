@@ -310,3 +310,43 @@ async def test_a_re_analysis_deletes_the_words_only_the_previous_analyzer_made(
     assert {"stage", "databas", "5433"} <= terms.keys()
     assert dangling_term_ids(settings.db) == set()
     assert found == [saved["id"]]
+
+
+async def test_a_word_another_process_deleted_leaves_this_ones_vocabulary(settings: Settings, clock: FakeClock) -> None:
+    async with Client(build_server(settings, clock)) as a, Client(build_server(settings, clock)) as b:
+        await call(b, "memory_lesson_save", content="stripe retry timeout flaky caroline.")
+        memory = await call(a, "memory_save", content="redis release migration wheel deploy cache")
+        await call(b, "memory_diagnose")  # b learns the word "cache"
+        await call(a, "memory_forget", ids=[memory["id"]])  # its last record: the word is deleted there
+        there = await call(b, "memory_lesson_recall", query="stripe cache")
+        there_terms = (await call(b, "memory_diagnose"))["index_terms"]
+    async with Client(build_server(settings, clock)) as c:
+        fresh = await call(c, "memory_lesson_recall", query="stripe cache")
+        fresh_terms = (await call(c, "memory_diagnose"))["index_terms"]
+
+    # kept, the dead word still counted among the query's words, and scored the lesson lower
+    assert [(x["id"], x["score"]) for x in there["lessons"]] == [(x["id"], x["score"]) for x in fresh["lessons"]]
+    assert there_terms == fresh_terms
+
+
+async def test_a_restart_from_the_index_cache_drops_words_deleted_since_it_was_written(
+    settings: Settings, clock: FakeClock
+) -> None:
+    cached_settings = settings.model_copy(update={"index_cache": True, "index_cache_min_records": 0})
+    async with Client(build_server(cached_settings, clock)) as first:
+        await call(first, "memory_lesson_save", content="stripe retry timeout flaky caroline.")
+        old = await call(first, "memory_save", content="redis release migration wheel deploy cache")
+    async with Client(build_server(cached_settings, clock)) as second:  # rebuilds, and writes the cache
+        assert (await call(second, "memory_diagnose"))["index_source"] == "rebuild"
+        # a new version: the old one leaves the index, and "cache" (its word alone) the store
+        await call(second, "memory_save", content="nightly backup of the sqlite database", supersedes=old["id"])
+    async with Client(build_server(cached_settings, clock)) as third:
+        assert (await call(third, "memory_diagnose"))["index_source"] == "cache"
+        cached = await call(third, "memory_lesson_recall", query="stripe cache")
+        cached_terms = (await call(third, "memory_diagnose"))["index_terms"]
+    async with Client(build_server(settings.model_copy(update={"index_cache": False}), clock)) as fresh:
+        rebuilt = await call(fresh, "memory_lesson_recall", query="stripe cache")
+        rebuilt_terms = (await call(fresh, "memory_diagnose"))["index_terms"]
+
+    assert [(x["id"], x["score"]) for x in cached["lessons"]] == [(x["id"], x["score"]) for x in rebuilt["lessons"]]
+    assert cached_terms == rebuilt_terms

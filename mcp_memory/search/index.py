@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 from datetime import date, datetime
 from typing import NamedTuple
@@ -108,6 +109,22 @@ class SearchIndex:
         """Add committed (term -> id) pairs to the vocabulary cache."""
         self.vocab.update(terms)
         self._date_terms.update(tid for term, tid in terms.items() if term.startswith(dates.PREFIX))
+
+    def forget_term_ids(self, ids: AbstractSet[int]) -> None:
+        """Take out of the vocabulary the terms another process deleted, by id (ids are never reused)."""
+        for term in [term for term, term_id in self.vocab.items() if term_id in ids]:
+            del self.vocab[term]
+        self._date_terms -= ids
+
+    def held_terms(self, doc_ids: Iterable[str]) -> set[int]:
+        """Every term id (date tokens too) that the indexed documents among `doc_ids` use."""
+        held: set[int] = set()
+        for doc_id in doc_ids:
+            project = self._where.get(doc_id)
+            terms = None if project is None else self._partitions[project].terms_of(doc_id)
+            if terms is not None:
+                held.update(terms.tolist())
+        return held
 
     def set_vocabulary(self, terms: Mapping[str, int]) -> None:
         """Replace the vocabulary cache with the complete committed vocabulary."""

@@ -41,6 +41,8 @@ class Changes:
     """The time zone the database's date terms are analysed in now (another server may have changed it)."""
     everything: bool = False
     """Another process re-analysed every record: `vocab` and `docs` are the whole store, not changes."""
+    dead: frozenset[int] = frozenset()
+    """Ids of terms the changed records used here that another process deleted (no record uses them)."""
 
 
 class Follower:
@@ -103,7 +105,11 @@ class Follower:
         vectors = (
             [] if self.vectors is None else await EmbeddingRepository(conn).current(self.vectors.model, sorted(docs))
         )
-        return Changes(ids, last, vocab, docs, vectors, await meta.get("timezone"))
+        # A word whose last record went there is deleted there; only the records that used it can
+        # tell us it was ours too (a query would still count it, and diagnose its term).
+        held = self.index.held_terms(ids)
+        dead = frozenset(held - await store.existing_term_ids(sorted(held))) if held else frozenset()
+        return Changes(ids, last, vocab, docs, vectors, await meta.get("timezone"), dead=dead)
 
     def _follow_zone(self, zone: str | None) -> None:
         """Analyse dates in the database's zone, which a server started with another --timezone may
@@ -127,6 +133,8 @@ class Follower:
             logger.warning("another server re-analysed every record: index reloaded (%d records)", len(changes.docs))
             return len(changes.docs)
         self.index.learn_terms(changes.vocab)
+        if changes.dead:
+            self.index.forget_term_ids(changes.dead)
         self._vocab_mark = max(changes.vocab.values(), default=self._vocab_mark)
         for doc_id in changes.ids - changes.docs.keys():
             self.index.remove(doc_id)
