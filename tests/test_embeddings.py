@@ -294,6 +294,17 @@ def test_nearest_applies_filters_before_ranking() -> None:
     assert sorted(partition.keys[int(i)] or "" for i in docs) == ["d10", "d11", "d12"]
 
 
+def test_a_record_at_a_right_angle_is_no_match_whatever_float_rounding_gives_it() -> None:
+    partition = Partition(BM25Params(), RankParams())
+    _doc(partition, "near", [1], digest=1)
+    partition.set_vector("near", 1, _unit([1.0, 0.1]))
+    _doc(partition, "square", [1], digest=2)
+    partition.set_vector("square", 2, _unit([1e-8, 1.0]))  # a right angle, give or take rounding
+    docs, _ = partition.nearest(_unit([1.0, 0.0]), Filter(), 5)
+    # its cosine of 1e-8 (or -1e-8 elsewhere in the matrix) once decided whether it was a match
+    assert [partition.keys[int(i)] for i in docs] == ["near"]
+
+
 def test_reciprocal_rank_fusion_adds_weighted_reciprocal_ranks() -> None:
     lexical = [("a", 9.0, 1.0), ("b", 5.0, 1.0), ("c", 1.0, 1.0)]
     semantic = [("c", 0.9, 1.0), ("d", 0.8, 2.0), ("a", 0.1, 1.0)]

@@ -22,6 +22,10 @@ _ARRAYS = (
 )  # fmt: skip
 
 
+_RIGHT_ANGLE = 1e-6
+"""Cosines at or below this count as a right angle to the query: no semantic match."""
+
+
 @dataclass(frozen=True, slots=True)
 class DocAttrs:
     """What filters look at: small integer codes chosen by the caller, and a time in epoch seconds."""
@@ -250,7 +254,10 @@ class DocStore:
         docs = docs[self._mask(docs, flt)]
         # one matrix-vector product over every row beats gathering the candidates' rows first
         sims = (self._vectors[:n] @ vector)[docs] if len(docs) else np.empty(0, dtype=np.float32)
-        close = sims > 0  # a record at a right angle to the query, or facing away, is no semantic match
+        # A record at a right angle to the query, or facing away, is no semantic match. Float32
+        # rounding gives a right angle a cosine of about ±1e-8 that depends on where its row lies,
+        # so "above 0" alone let a process's layout decide what another process left out.
+        close = sims > _RIGHT_ANGLE
         docs, sims = docs[close], sims[close]
         keep = self.best(docs, sims, depth)
         return docs[keep], sims[keep]
