@@ -281,10 +281,8 @@ class ConsolidateService(Service):
                 continue
             text = Counter(fact for fact, _, _ in sightings).most_common(1)[0][0]
             words = frozenset(analyzer.terms(text))
-            if (
-                self.memories.most_similar(project, text) is not None
-                or await self.memories.saying(memories, project, text) is not None
-                or any(jaccard(words, earlier) > SUPERSEDE_THRESHOLD for earlier in promoted)
+            if await self.memories.already_says(memories, project, text) or any(
+                jaccard(words, earlier) > SUPERSEDE_THRESHOLD for earlier in promoted
             ):
                 continue  # already known: a memory says (nearly) the same, or exactly, whatever its title
             saved = await self.memories.save(

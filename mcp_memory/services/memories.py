@@ -161,46 +161,43 @@ class MemoryService(Service):
                     f"supersedes: {supersedes} is an old version; the latest is {latest}, supersede that one"
                 )
             return named, round(self._jaccard(terms, named.id), 4), None
-        same = await repo.latest_with_content(draft.project, draft.content)
-        if same is not None:  # the same memory, however differently its title or concepts read
-            return same, round(self._jaccard(set(self.deps.index.analyzer.terms(text)), same.id), 4), None
         found = self._alike(draft.project, text, RESEMBLE_THRESHOLD)[:_SAME_CONTENT_READS]
-        if not found:
-            return None, None, None
-        if found[0][1] <= SUPERSEDE_THRESHOLD:
-            # Below the threshold for a title, concepts or files the other has: the same content is
-            # the same memory ("Use tabs" saved again without the concept it was first given), case
-            # and spacing aside. Only memories at least RESEMBLE_THRESHOLD alike are read: a save
-            # never scans every memory.
-            alike = {m.id: m for m in await repo.get_many([i for i, _ in found], draft.project)}
-            content = _normal(draft.content)
-            for memory_id, similarity in found:
-                same = alike.get(memory_id)
-                if same is not None and same.is_latest and _normal(same.content) == content:
-                    return same, round(similarity, 4), None
-        best = await repo.get_or_none(found[0][0], draft.project)
-        if best is None or not best.is_latest:
+        alike = await repo.get_many([i for i, _ in found], draft.project) if found else []
+        same = await self._same_content(repo, draft.project, draft.content, alike)
+        if same is not None:
+            similarity = dict(found).get(same.id)
+            if similarity is None:  # found by its content alone: a long title keeps it below the floor
+                similarity = self._jaccard(set(self.deps.index.analyzer.terms(text)), same.id)
+            return same, round(similarity, 4), None
+        best = next((m for m in alike if found and m.id == found[0][0] and m.is_latest), None)
+        if best is None:
             return None, None, None
         if found[0][1] > SUPERSEDE_THRESHOLD:
             return best, round(found[0][1], 4), None
         return None, None, Resemblance(id=best.id, title=best.title, similarity=round(found[0][1], 4))
 
-    async def saying(self, repo: MemoryRepository, project: str, content: str) -> Memory | None:
-        """The live memory whose content is `content` (case and spacing aside), however its title or
-        concepts make it read beside it; a read of the few most alike only."""
+    @staticmethod
+    async def _same_content(
+        repo: MemoryRepository, project: str, content: str, alike: Sequence[Memory]
+    ) -> Memory | None:
+        """The live memory whose content is `content`: exactly, sought by content whatever its title,
+        concepts or files make the two read like; else, case and spacing aside, among the few `alike`
+        (the most similar by words: a save never scans every memory). The same content is the same
+        memory ("Use tabs" saved again without the concept it was first given)."""
         same = await repo.latest_with_content(project, content)
         if same is not None:
             return same
-        found = [i for i, _ in self._alike(project, content, RESEMBLE_THRESHOLD)[:_SAME_CONTENT_READS]]
         wanted = _normal(content)
-        return next(
-            (m for m in await repo.get_many(found, project) if m.is_latest and _normal(m.content) == wanted), None
-        )
+        return next((m for m in alike if m.is_latest and _normal(m.content) == wanted), None)
 
-    def most_similar(self, project: str, text: str) -> tuple[str, float] | None:
-        """The live memory whose term set overlaps `text`'s above the supersede threshold, if any."""
-        found = self._alike(project, text, SUPERSEDE_THRESHOLD)
-        return found[0] if found and found[0][1] > SUPERSEDE_THRESHOLD else None
+    async def already_says(self, repo: MemoryRepository, project: str, text: str) -> bool:
+        """Whether a live memory says `text`: nearly (its words alike above the supersede threshold),
+        or the same content, whatever title or concepts it has."""
+        found = self._alike(project, text, RESEMBLE_THRESHOLD)[:_SAME_CONTENT_READS]
+        if found and found[0][1] > SUPERSEDE_THRESHOLD:
+            return True
+        alike = await repo.get_many([i for i, _ in found], project) if found else []
+        return await self._same_content(repo, project, text, alike) is not None
 
     def _alike(self, project: str, text: str, floor: float) -> list[tuple[str, float]]:
         """The live memories with Jaccard >= `floor` to `text`, most similar first (ties by id)."""
