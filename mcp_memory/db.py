@@ -382,13 +382,18 @@ def fold_tag(tag: str) -> str:
     return unicodedata.normalize("NFC", unicodedata.normalize("NFC", tag.strip()).casefold())
 
 
+def stored_tag(tag: str) -> str:
+    """A tag as it is stored: stripped and composed (NFC)."""
+    return unicodedata.normalize("NFC", tag.strip())
+
+
 def distinct_tags(tags: Iterable[str]) -> list[str]:
-    """Tags stripped and composed (NFC), one per spelling as `fold_tag` compares them (the first kept),
+    """Tags as stored (`stored_tag`), one per spelling as `fold_tag` compares them (the first kept),
     in the order given; blank ones dropped."""
     kept: dict[str, str] = {}
     for tag in tags:
         if tag.strip():
-            kept.setdefault(fold_tag(tag), unicodedata.normalize("NFC", tag.strip()))
+            kept.setdefault(fold_tag(tag), stored_tag(tag))
     return list(kept.values())
 
 

@@ -13,10 +13,9 @@ first) then age (oldest first).
 
 from __future__ import annotations
 
-import unicodedata
 from collections.abc import Mapping, Sequence
 
-from mcp_memory.db import Conn, Tx, distinct_tags, fold_tag
+from mcp_memory.db import Conn, Tx, distinct_tags, fold_tag, stored_tag
 from mcp_memory.errors import ConflictError, InvalidInputError, NotFoundError
 from mcp_memory.ids import new_id
 from mcp_memory.models.organising import ActionList, ActionResult, ActionView
@@ -387,7 +386,7 @@ def _tags(scrub: Scrubber, tags: Sequence[str]) -> list[str]:
     for i, tag in enumerate(tags):
         if not tag.strip():  # dropping it would say nothing, and on an update would clear the tags
             raise InvalidInputError(f"tags.{i}", "must contain text (tags=[] clears an action's tags)")
-    stored = normal_forms("tags", scrub.many(tags) or [], lambda t: unicodedata.normalize("NFC", t.strip()), TAG_CHARS)
+    stored = normal_forms("tags", scrub.many(tags) or [], stored_tag, TAG_CHARS)
     return sorted(distinct_tags(stored), key=str.casefold)
 
 
