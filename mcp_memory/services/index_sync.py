@@ -18,6 +18,7 @@ from mcp_memory.repositories.embeddings import EmbeddingRepository
 from mcp_memory.repositories.meta import MetaRepository
 from mcp_memory.repositories.search_docs import SearchDocRepository
 from mcp_memory.search.index import IndexDoc, SearchIndex
+from mcp_memory.search.postings import decode_terms
 from mcp_memory.services.index_docs import VectorFeed
 
 logger = logging.getLogger(__name__)
@@ -105,10 +106,13 @@ class Follower:
         vectors = (
             [] if self.vectors is None else await EmbeddingRepository(conn).current(self.vectors.model, sorted(docs))
         )
-        # A word whose last record went there is deleted there; only the records that used it can
-        # tell us it was ours too (a query would still count it, and diagnose its term).
-        held = self.index.held_terms(ids)
-        dead = frozenset(held - await store.existing_term_ids(sorted(held))) if held else frozenset()
+        # A word whose last record went there is deleted there: of the words the changed records used
+        # here and use no more, those not stored now must leave the vocabulary too (a query would
+        # still count them, and diagnose its terms). Most changes drop no word: nothing to ask then.
+        dropped = self.index.held_terms(ids).difference(
+            *(decode_terms(doc.terms)["t"].tolist() for doc in docs.values())
+        )
+        dead = frozenset(dropped - await store.existing_term_ids(sorted(dropped))) if dropped else frozenset()
         return Changes(ids, last, vocab, docs, vectors, await meta.get("timezone"), dead=dead)
 
     def _follow_zone(self, zone: str | None) -> None:
