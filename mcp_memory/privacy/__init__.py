@@ -72,6 +72,8 @@ class _RulePlan:
             for needle in rule.needles:
                 by_needle.setdefault(needle, set()).add(i)
         self._by_needle = {n: frozenset(ids) for n, ids in by_needle.items()}
+        self.needles = frozenset(by_needle)
+        """Every rule's needles: what a text is searched for before any pattern runs."""
 
     def select(self, present: Iterable[str]) -> list[_Rule]:
         """The rules, in their order, that have no needles or one of `present`."""
@@ -97,9 +99,16 @@ class PrivacyFilter:
                 raise ValueError(f"invalid redaction kind {kind!r}")
             extras.append(_Rule(kind, re.compile(regex)))
         # Configured patterns are assumed more specific than the generic key/value heuristics.
-        self._rules: tuple[_Rule, ...] = (*_SPECIFIC, *extras, *_GENERIC)
-        self._needles = frozenset(n for r in self._rules for n in r.needles)
-        self._plan = _RulePlan(self._rules)
+        self._plan = _RulePlan((*_SPECIFIC, *extras, *_GENERIC))
+
+    @property
+    def _rules(self) -> tuple[_Rule, ...]:
+        """Every rule, in the order they run."""
+        return self._plan.rules
+
+    @_rules.setter
+    def _rules(self, rules: tuple[_Rule, ...]) -> None:
+        self._plan = _RulePlan(rules)  # a test runs every rule on every text, its needles taken away
 
     def clean(self, text: str) -> Redaction:
         """Return `text` with private blocks and secrets removed, plus per-kind redaction counts."""
@@ -108,9 +117,7 @@ class PrivacyFilter:
         text = _unfold_tokens(_SPECIFIC, _SPECIFIC_NEEDLES, text, counts)
         # Redactions only add markers, inside which no match counts, so one folding serves every pass.
         folded = text.casefold()
-        present = {n for n in self._needles if n in folded}  # substring tests are far cheaper than patterns
-        if self._plan.rules is not self._rules:  # replaced after construction (as tests do)
-            self._plan = _RulePlan(self._rules)
+        present = {n for n in self._plan.needles if n in folded}  # substring tests are far cheaper than patterns
         rules = self._plan.select(present)
         # A replacement can change the context an earlier rule saw (a word edge, say): repeat until stable.
         for _ in range(3):
