@@ -237,20 +237,18 @@ class ImportScope:
     async def _misshapen(repo: ArchiveRepository, suspects: list[_Suspect]) -> list[_Suspect]:
         """Those of the suspects whose chain or actions are malformed as things are stored now."""
         chains = await repo.chain_links([s.key for s in suspects if s.shape == "chain"])
-        parents = await repo.in_cycles("parent", [s.key for s in suspects if s.shape == "parent"])
-        # A cycle may mix the two, as the tools see it: a child waiting on an action that (through
-        # its parents) waits for that child. Each copy's graph was sound; merged, none could finish.
-        waits = await repo.in_cycles("waits", [s.key for s in suspects if s.shape in ("parent", "dependency", "waits")])
+        # What an action waits for, as the tools see it: its dependencies and its children. A cycle
+        # may mix the two (each copy's graph sound, merged none could finish); a loop of parents
+        # alone is one too, said as such.
+        waits = await repo.in_cycles("waits", [s.key for s in suspects if s.shape != "chain"])
+        parents = await repo.in_cycles("parent", [s.key for s in suspects if s.shape == "parent" and s.key in waits])
         found = []
         for s in suspects:
-            if (
-                (s.shape == "chain" and not _in_line(s.key, chains.get(s.key, [])))
-                or (s.shape == "parent" and s.key in parents)
-                or (s.shape in ("dependency", "waits") and s.key in waits)
-            ):
-                found.append(s)
-            elif s.shape == "parent" and s.key in waits:
-                found.append(dataclasses.replace(s, shape="waits"))
+            if s.shape == "chain":
+                if not _in_line(s.key, chains.get(s.key, [])):
+                    found.append(s)
+            elif s.key in waits:
+                found.append(s if s.shape != "parent" or s.key in parents else dataclasses.replace(s, shape="waits"))
         return found
 
     async def _settle(self, repo: ArchiveRepository, claims: list[_Claim], final: bool) -> list[_Claim]:
