@@ -364,4 +364,9 @@ class ImportResult(BaseModel):
         description="Observation rows not kept because a copy had folded them into their session's digest "
         "(a line stands for each there; one is added where the kept session lacked it).",
     )
+    reopened_actions: list[str] = Field(
+        default_factory=list,
+        description="Actions the import reopened: done or cancelled in one copy while the other added open "
+        "work under them (a parent is closed only when none of its children is open), nearest first.",
+    )
     redacted: Redacted = Field(default_factory=dict, description=REDACTED_DESC)

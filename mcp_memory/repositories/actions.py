@@ -123,6 +123,20 @@ class ActionRepository(Repository):
         )
         return [r[0] for r in rows]
 
+    async def open_under_closed(self, ids: Sequence[str]) -> list[Action]:
+        """Open actions under a done or cancelled parent, where the action or its parent is among
+        `ids`: those an active child first (it reopens its parent active), then by id."""
+        found: dict[str, Action] = {}
+        for end in ("c", "p"):
+            rows = await self.fetch_in(
+                f"SELECT {', '.join('c.' + column for column in _COLUMNS.split(', '))} FROM actions c "
+                f"JOIN actions p ON p.id = c.parent_id WHERE {end}.id IN ({{ids}}) "
+                f"AND c.status IN {_OPEN} AND p.status IN ('done', 'cancelled')",
+                ids,
+            )
+            found.update((row["id"], _action(row)) for row in rows)
+        return sorted(found.values(), key=lambda a: (a.status != "active", a.id))
+
     async def add_dependencies(self, action_id: str, deps: Sequence[str]) -> None:
         await self.conn.executemany(
             "INSERT INTO action_dependencies (action_id, depends_on) VALUES (?, ?) ON CONFLICT DO NOTHING",

@@ -25,6 +25,7 @@ from mcp_memory.services.common import TAG_CHARS, Scrubber, Service, moment, nor
 
 STATUSES = ("pending", "active", "blocked", "done", "cancelled")
 OPEN_STATUSES = ("pending", "active", "blocked")
+CLOSED_STATUSES = ("done", "cancelled")
 TRANSITIONS: dict[str, frozenset[str]] = {
     "pending": frozenset({"active", "blocked", "done", "cancelled"}),
     "active": frozenset({"pending", "blocked", "done", "cancelled"}),
@@ -165,7 +166,7 @@ class ActionService(Service):
             elif action.status in ("active", "done"):
                 # Staying active or done: only new dependencies must be done; an old one reopened since
                 # does not stop the action from being edited.
-                waiting = await self._unfinished(repo, action, added)
+                waiting = await unfinished(repo, action, added)
                 if waiting:
                     way_out = (
                         f"reopen {action_id}"
@@ -235,7 +236,7 @@ class ActionService(Service):
         self, repo: ActionRepository, action: Action, deps: Sequence[str] | None, *, new: bool = False
     ) -> None:
         """Refuse active or done while a dependency is unfinished; a `new` action, refused, never gets its id."""
-        waiting = await self._unfinished(repo, action, deps)
+        waiting = await unfinished(repo, action, deps)
         if not waiting:
             return
         if new:  # memory_action_create has no remove_depends_on: the way out is in its own arguments
@@ -247,14 +248,6 @@ class ActionService(Service):
             f"status: {action.id} is blocked by unfinished dependencies: {_with_states(waiting)}; "
             "finish them first, or drop them with remove_depends_on"
         )
-
-    async def _unfinished(self, repo: ActionRepository, action: Action, deps: Sequence[str] | None) -> dict[str, str]:
-        """Which of these dependencies (default: all the action's stored ones) are not done, with their status."""
-        if deps is not None:
-            states = [(d.id, d.status) for d in await repo.get_many(deps, action.project)]
-        else:
-            states = (await repo.dependencies([action.id]))[action.id]
-        return {dep: state for dep, state in states if state != "done"}
 
     async def _refuse_cancelled_ancestor(
         self, repo: ActionRepository, action: Action, field: str, *, new: bool = False
@@ -287,26 +280,12 @@ class ActionService(Service):
     async def _reopen_parent(self, tx: Tx, action: Action) -> list[str]:
         """A done parent with an open child is not done: reopen it (and its done ancestors).
 
-        A parent is active again only when the child is being worked on and nothing it depends on is
-        unfinished (an active action never waits for a dependency); otherwise it is pending. Each one
-        reopened is stamped with the child's change time, as any write is: an import elsewhere takes
-        the newer row, so a copy holding the parent done learns it was reopened.
+        Each one reopened is stamped with the child's change time, as any write is: an import
+        elsewhere takes the newer row, so a copy holding the parent done learns it was reopened.
         """
         if action.status not in OPEN_STATUSES or action.parent_id is None:
             return []
-        repo = ActionRepository(tx)
-        reopened = []
-        working = action.status == "active"
-        for ancestor in await repo.get_many(await repo.ancestors(action.id), action.project):
-            if ancestor.status != "done":
-                break
-            working = working and not await self._unfinished(repo, ancestor, None)
-            status = "active" if working else "pending"
-            reopened_row = {"status": status, "completed_at": None, "updated_at": action.updated_at}
-            await repo.update(ancestor.model_copy(update=reopened_row))
-            tx.changed("action", ancestor.id, "reopen")
-            reopened.append(ancestor.id)
-        return reopened
+        return await reopen_ancestors(tx, action, action.updated_at)
 
     async def page(
         self,
@@ -412,3 +391,35 @@ def _describe(steps: Sequence[tuple[str, bool]], names: Mapping[str, str] | None
 def _with_states(waiting: dict[str, str]) -> str:
     """Unfinished dependencies as an error names them: each id with its status."""
     return ", ".join(f"{dep} ({state})" for dep, state in waiting.items())
+
+
+async def unfinished(repo: ActionRepository, action: Action, deps: Sequence[str] | None) -> dict[str, str]:
+    """Which of these dependencies (default: all the action's stored ones) are not done, with their status."""
+    if deps is not None:
+        states = [(d.id, d.status) for d in await repo.get_many(deps, action.project)]
+    else:
+        states = (await repo.dependencies([action.id]))[action.id]
+    return {dep: state for dep, state in states if state != "done"}
+
+
+async def reopen_ancestors(tx: Tx, child: Action, stamp: str) -> list[str]:
+    """Reopen the closed ancestors over an open child, nearest first, up to the first open one.
+
+    A parent is active again only when the child is being worked on and nothing it depends on is
+    unfinished (an active action never waits for a dependency); otherwise it is pending. A cancelled
+    one (only a merge of two copies leaves one over open work) is pending, as reopening it is, and so
+    are those above it. Each is stamped `stamp`, or its own time if later, so its row is the newer.
+    """
+    repo = ActionRepository(tx)
+    reopened = []
+    working = child.status == "active"
+    for ancestor in await repo.get_many(await repo.ancestors(child.id), child.project):
+        if ancestor.status not in CLOSED_STATUSES:
+            break
+        working = working and ancestor.status == "done" and not await unfinished(repo, ancestor, None)
+        status = "active" if working else "pending"
+        row = {"status": status, "completed_at": None, "updated_at": max(stamp, ancestor.updated_at)}
+        await repo.update(ancestor.model_copy(update=row))
+        tx.changed("action", ancestor.id, "reopen")
+        reopened.append(ancestor.id)
+    return reopened

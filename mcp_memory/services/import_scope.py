@@ -350,6 +350,8 @@ class ImportTally:
     """The document's actions: id -> whether its row was written (new here, or newer than the stored one)."""
     dependencies: set[tuple[str, str]] = field(default_factory=set)
     """The document's dependencies, as (action id, what it depends on), of the actions whose row it wrote."""
+    reopened: list[str] = field(default_factory=list)
+    """Actions reopened at the end: closed, merged, over open work (see `reopen_ancestors`)."""
 
     def note_graph(self, record: BaseModel, written: bool) -> None:
         """Note an imported action row, or a dependency of an action whose row was written.

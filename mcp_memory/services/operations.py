@@ -16,6 +16,7 @@ from mcp_memory.db import Tx
 from mcp_memory.errors import ConflictError, ImportFormatError, InvalidInputError
 from mcp_memory.models.records import FoldedObservation, Observation, Outcome, Session, Slot
 from mcp_memory.models.results import ExportResult, ImportResult
+from mcp_memory.repositories.actions import ActionRepository
 from mcp_memory.repositories.archive import ArchiveRepository, RowConflict, UpsertResult
 from mcp_memory.repositories.archive_tables import TABLES, TableSpec
 from mcp_memory.repositories.forgotten import ForgottenRepository
@@ -23,6 +24,7 @@ from mcp_memory.repositories.meta import MetaRepository
 from mcp_memory.repositories.observations import ObservationRepository
 from mcp_memory.repositories.outcomes import MistakeCardRepository
 from mcp_memory.repositories.sessions import SessionRepository
+from mcp_memory.services.actions import reopen_ancestors
 from mcp_memory.services.common import Deps, Progress, Service, no_progress
 from mcp_memory.services.export_file import (
     publish,
@@ -200,6 +202,7 @@ class OperationsService(Service):
             restored=tally.restored,
             folded=tally.refolded,
             projects=sorted(tally.projects),
+            reopened_actions=tally.reopened,
             redacted=scrub.summary(),
         )
 
@@ -325,6 +328,10 @@ class OperationsService(Service):
             for record_id, table, inserted in tally.written:
                 if record_id in went:  # written, then forgotten again: counted as forgotten only
                     (tally.inserted if inserted else tally.updated)[table] -= 1
+        # Each copy sound, merged a parent may be closed over open work the other copy added under it:
+        # reopened, as the tools reopen a parent for a new open child.
+        for child in await ActionRepository(tx).open_under_closed(written):
+            tally.reopened += await reopen_ancestors(tx, child, self.now_iso())
 
     async def _settle_sessions(self, tx: Tx, tally: ImportTally) -> None:
         """Make the sessions an import wrote to agree with the observations they now hold.
