@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 import re
 from collections.abc import Callable
-from datetime import UTC, date, datetime, time, timedelta, tzinfo
+from datetime import UTC, date, datetime, timedelta, tzinfo
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 import tzlocal
@@ -91,9 +91,11 @@ def parse_moment(value: str | datetime | date, zone: tzinfo = UTC) -> datetime:
 def end_of_day(day: date, zone: tzinfo = UTC) -> datetime:
     """The last microsecond of `day` in `zone`, as an aware UTC datetime (what "until that day" means).
 
-    Raises OverflowError when it falls past the year 9999 in UTC.
+    It is the instant before the next day begins: where clocks go back at midnight, the day's last
+    hour comes round twice, and 23:59:59.999999 read on the wall would end it at the first.
+    Raises OverflowError when it falls past the year 9999.
     """
-    return datetime.combine(day, time.max, tzinfo=zone).astimezone(UTC)
+    return parse_moment(day + timedelta(days=1), zone) - timedelta(microseconds=1)
 
 
 def epoch(text: str) -> float:

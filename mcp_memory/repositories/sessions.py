@@ -271,11 +271,13 @@ class SessionRepository(Repository):
 
     async def ids_begun_between(self, project: str, since: str | None, until: str | None) -> list[str]:
         """Ids of sessions that began within [since, until] (either bound may be open): when the
-        earliest of their kept observations happened, or the session started if that was sooner.
-        A conversation imported today from last May began last May."""
+        earliest of their observations happened, folded ones included, or the session started if
+        that was sooner. A conversation imported today from last May began last May."""
         rows = await self.conn.fetchall(
             "SELECT id FROM (SELECT s.id, min(s.started_at, coalesce((SELECT min(coalesce(o.occurred_at, "
-            "o.created_at)) FROM observations o WHERE o.session_id = s.id), s.started_at)) AS began "
+            "o.created_at)) FROM observations o WHERE o.session_id = s.id), s.started_at), "
+            "coalesce((SELECT min(f.happened_at) FROM folded_observations f WHERE f.session_id = s.id), "
+            "s.started_at)) AS began "
             "FROM sessions s WHERE s.project = ?) WHERE began >= coalesce(?, '') AND began <= coalesce(?, '9999') "
             "ORDER BY id",
             (project, since, until),

@@ -229,7 +229,16 @@ def _bound(field: str, value: str | None, zone: tzinfo) -> str | None:
 def idle_cutoff(now: datetime, minutes: int) -> str:
     """Stored time before which an open session counts as idle: one with no observation for `minutes`
     (exactly that long, too) is; stored times have microseconds, so the cutoff is a microsecond later."""
-    return to_iso(now - timedelta(minutes=minutes) + timedelta(microseconds=1))
+    return to_iso(earlier_by(now, timedelta(minutes=1), minutes) + timedelta(microseconds=1))
+
+
+def earlier_by(now: datetime, unit: timedelta, count: int) -> datetime:
+    """`now` less `count` units, or the first moment of the calendar when that reaches before it (a
+    setting meant as "never", given as a very large number, must not fail every call)."""
+    try:
+        return now - unit * count
+    except OverflowError:
+        return datetime.min.replace(tzinfo=now.tzinfo)
 
 
 def epoch_or_none(stored: str | None) -> float | None:

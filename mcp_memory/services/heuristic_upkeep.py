@@ -14,7 +14,7 @@ from mcp_memory.repositories.forgotten import ForgottenRepository
 from mcp_memory.repositories.lessons import LessonRepository
 from mcp_memory.repositories.outcomes import OutcomeRepository
 from mcp_memory.repositories.relations import RelationRepository
-from mcp_memory.services.common import Deps, Service, jaccard
+from mcp_memory.services.common import Deps, Service, earlier_by, jaccard
 from mcp_memory.services.lesson_identity import evidence_of, heuristic_strategy
 from mcp_memory.services.lessons import LessonService
 from mcp_memory.services.outcomes import FAILED, source_count
@@ -31,7 +31,7 @@ class HeuristicUpkeep(Service):
 
     async def prune_outcomes(self, tx: Tx, project: str) -> list[Change]:
         """Prune outcomes past the retention that a holding heuristic or a live anti-pattern counts."""
-        cutoff = to_iso(self.now() - timedelta(days=self.settings.outcome_retention_days))
+        cutoff = to_iso(earlier_by(self.now(), timedelta(days=1), self.settings.outcome_retention_days))
         lessons = await LessonRepository(tx).find([project], kinds=["heuristic", "anti_pattern"])
         # Only a heuristic that holds outlives this pass (the next step drops the rest), so only
         # such a one may stand in for the outcomes it was drawn from.
