@@ -204,7 +204,8 @@ async def test_stored_records_count_as_the_sections_show_them(tmp_path: Path, mo
 
     records: list[Memory] = [
         memory("preference", long + " and tabs", 1),  # the profile shows the five newest preferences
-        memory("preference", long + " and spaces", 900),  # shown the same, as the first 240 characters
+        # shown the same there, cut to the first 240 characters: both are listed among the memories too
+        memory("preference", long + " and spaces", 900),
         memory("preference", "Prefers   small\n commits.", 2),
         memory("preference", "Prefers small commits.", 901),  # the same once spaces are folded
         memory("preference", "Prefers small commits, mostly.", 902),
@@ -244,7 +245,7 @@ async def test_stored_records_count_as_the_sections_show_them(tmp_path: Path, mo
 
     assert whole.omitted == []
     shown = {s.name: s.included for s in whole.sections}
-    assert shown == {"profile": 1, "mistake_cards": 32, "sessions": 6 * 4, "memories": 60 + 9 - 7}
+    assert shown == {"profile": 1, "mistake_cards": 32, "sessions": 6 * 4, "memories": 60 + 9 - 5}
     for compiled in small:
         assert {s.name: s.included + s.omitted for s in compiled.sections} == shown
         assert len(compiled.omitted) + compiled.omitted_unlisted == sum(s.omitted for s in compiled.sections)

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TypeVar
 
@@ -36,8 +36,9 @@ from mcp_memory.search.index import SearchFilter
 from mcp_memory.search.spelling import respell_query
 from mcp_memory.services.common import GLOBAL_PROJECT, Deps, Service
 from mcp_memory.services.compress import counted, shorten
-from mcp_memory.services.insights import PREFERENCE_CHARS, InsightsService
+from mcp_memory.services.insights import InsightsService
 from mcp_memory.services.lessons import LessonService
+from mcp_memory.services.relations import MemoryNodes
 from mcp_memory.services.slots import SlotService
 from mcp_memory.services.summaries import SUMMARY_HEADER
 
@@ -346,7 +347,8 @@ class ContextService(Service):
             lines.append(
                 f"{stats.task_type}: {stats.successes}/{stats.outcomes} succeeded, mean score {stats.mean_score:.2f}"
             )
-        lines += [f"Preference: {shorten(p, 160)}" for p in profile.preferences[:_PREFERENCES]]
+        # Whole as the profile keeps them; one cut short there is listed among the memories too, with its id.
+        lines += [f"Preference: {p}" for p in profile.preferences[:_PREFERENCES]]
         section.items.append(_Item("\n".join(lines), None, "project profile"))
         return section
 
@@ -380,7 +382,8 @@ class ContextService(Service):
         )
         section = _Section("lessons", "\n## Lessons\n", share=len(found), total=sum(actives))
         for lesson in ordered:
-            detail = f" — {lesson.context}" if lesson.kind == "anti_pattern" and lesson.context else ""
+            # why it is bad and the better strategy: a strategy may run to many lines, an item is one
+            detail = f" — {shorten(lesson.context, 300)}" if lesson.kind == "anti_pattern" and lesson.context else ""
             line = f"- [{lesson.kind} {lesson.confidence:.2f}] {shorten(lesson.content, 300)}{detail} ({lesson.id})"
             section.items.append(_Item(line, lesson.id, shorten(lesson.content, 80)))
         return section, actives[0]
@@ -437,17 +440,22 @@ class ContextService(Service):
                     vector,
                 )
                 memories = _unique(await repo.get_many([h.doc_id for h in hits], project) + memories)[:limit]
-            edges = await RelationRepository(conn).touching(project, [m.id for m in memories], "both", ["contradicts"])
+            # A memory keeps its links across versions: an edge may name an older version of either end.
+            nodes = MemoryNodes(repo, project)
+            await nodes.learn([m.id for m in memories])
+            versions = [i for m in memories for i in nodes.ids(nodes.node(m.id))]
+            edges = await RelationRepository(conn).touching(project, versions, "both", ["contradicts"])
+            await nodes.learn([end for edge in edges for end in (edge.source_id, edge.target_id)])
             # Given unlimited room it shows every latest memory (what the focus finds is among them) but
-            # the preferences the profile shows, each of which holds every word of what the profile shows.
+            # the preferences the profile shows whole, each of which holds every word of what it shows.
             latest = await repo.count(project, latest_only=True)
             groups = [sorted(set(p.removesuffix("…").split()), key=lambda w: (-len(w), w)) for p in sorted(in_profile)]
             holding = await repo.latest_contents_holding(project, "preference", groups)
-        disputes = _disputes(memories, edges)
-        shown = sum(shorten(content, PREFERENCE_CHARS) in in_profile for content in holding)
+        disputes = _disputes(memories, edges, nodes.node)
+        shown = sum(_flat(content) in in_profile for content in holding)
         for m in memories:
-            if m.kind == "preference" and shorten(m.content, PREFERENCE_CHARS) in in_profile:
-                continue  # the profile shows it already
+            if m.kind == "preference" and _flat(m.content) in in_profile:
+                continue  # the profile shows all of it already
             line = f"- [{m.kind}] {shorten(m.content, 300)} ({'; '.join([m.id, *disputes.get(m.id, [])])})"
             section.items.append(_Item(line, m.id, m.title or shorten(m.content, 80)))
             latest += not m.is_latest  # an index a write has not yet reached may still find an older version
@@ -455,14 +463,20 @@ class ContextService(Service):
         return section
 
 
-def _disputes(memories: list[Memory], edges: list[Relation]) -> dict[str, list[str]]:
-    """For each memory a contradiction links to another of `memories`, a note naming the other and
-    whether it is newer, so an agent does not act on the older side unawares."""
+def _flat(content: str) -> str:
+    """A memory's content as the profile shows a preference it does not cut short: on one line."""
+    return " ".join(content.split())
+
+
+def _disputes(memories: list[Memory], edges: list[Relation], node: Callable[[str], str]) -> dict[str, list[str]]:
+    """For each memory a contradiction links to another of `memories` (`node` maps either end, which
+    may be an older version, to the memory shown), a note naming the other and whether it is newer,
+    so an agent does not act on the older side unawares."""
     made = {m.id: (m.created_at, m.id) for m in memories}
     notes: dict[str, list[str]] = {}
     for edge in edges:
-        ends = (edge.source_id, edge.target_id)
-        if edge.source_id == edge.target_id or not all(end in made for end in ends):
+        ends = (node(edge.source_id), node(edge.target_id))
+        if ends[0] == ends[1] or not all(end in made for end in ends):
             continue
         older, newer = sorted(ends, key=made.__getitem__)
         notes.setdefault(older, []).append(f"contradicted by newer {newer}")
