@@ -232,7 +232,7 @@ async def test_a_session_whose_observations_were_all_forgotten_gets_no_summary(c
     view = await session_view(client, "scratch")
     context = (await call(client, "memory_context"))["text"]
 
-    assert written["summary"].startswith("scratch note 0: 4 observations,")
+    assert written["summary"].startswith("scratch note 0 — 4 observations,")
     assert crystallized["sessions"] == []
     assert [c for c in consolidated["changes"] if c["action"] == "crystallized"] == []
     assert "'scratch' has nothing left to summarise" in named

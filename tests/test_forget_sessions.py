@@ -53,7 +53,7 @@ async def test_forgetting_an_observation_takes_it_out_of_the_sessions_title_summ
     await call(client, "memory_observe", content="Closed the layout ticket", session_id="chat-7", end_session=True)
     [rebuilt] = (await call(client, "memory_crystallize"))["sessions"]
     assert rebuilt["session_id"] == "chat-7"
-    assert rebuilt["summary"].startswith("Then worked on the CSS grid layout: 2 observations,")
+    assert rebuilt["summary"].startswith("Then worked on the CSS grid layout — 2 observations,")
     assert "HIV" not in rebuilt["summary"]
     hits = (await call(client, "memory_recall", query="CSS grid layout ticket"))["hits"]
     assert ("chat-7", "session") in [(h["id"], h["kind"]) for h in hits]

@@ -94,7 +94,7 @@ async def test_consolidation_writes_a_folded_sessions_summary_from_what_it_keeps
     assert actions.count(("observation", "folded")) == 10
     assert ("session", "crystallized") in actions
     assert summary is not None
-    assert summary.split(": ", 1)[-1].startswith("10 observations,")
+    assert summary.split(" — ", 1)[-1].startswith("10 observations,")
     assert second["changes"] == []
 
 

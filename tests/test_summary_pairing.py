@@ -124,7 +124,7 @@ async def test_a_session_titled_by_its_first_decision_says_it_once_beside_the_ti
     assert (hit["title"], hit["snippet"].count(DECISION[:60])) == (DECISION, 1)
 
 
-async def test_a_title_ending_in_a_full_stop_opens_the_summary_without_a_stray_colon(client: Client) -> None:
+async def test_a_title_ending_in_a_full_stop_opens_the_summary_without_a_stray_stop(client: Client) -> None:
     await call(client, "memory_observe", content="Wrote the README intro.", session_id="docs", end_session=True)
 
     [written] = (await call(client, "memory_crystallize"))["sessions"]
@@ -132,5 +132,5 @@ async def test_a_title_ending_in_a_full_stop_opens_the_summary_without_a_stray_c
     assert written["title"] == "Wrote the README intro."
     assert (
         written["summary"].split("\n")[0]
-        == "Wrote the README intro: 1 observation, 2026-01-05 09:00 to 2026-01-05 09:00."
+        == "Wrote the README intro — 1 observation, 2026-01-05 09:00 to 2026-01-05 09:00."
     )

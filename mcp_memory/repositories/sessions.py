@@ -100,10 +100,11 @@ class SessionRepository(Repository):
             (at, at, title, session_id),
         )
 
-    async def end(self, session_id: str, at: str) -> None:
+    async def end(self, session_id: str, at: str, now: str) -> None:
+        """End an open session as of `at` (its last activity, for one found idle), stamped changed `now`."""
         await self.conn.execute(
             "UPDATE sessions SET ended_at = ?, updated_at = ? WHERE id = ? AND ended_at IS NULL",
-            (at, at, session_id),
+            (at, now, session_id),
         )
 
     async def end_idle(self, project: str, idle_before: str, at: str) -> list[str]:

@@ -100,7 +100,7 @@ class EpisodicService(Service):
             if not folded and (session.summary or session.folded_digest):
                 await self._redate_session(tx, session.id, project, obs.occurred_at or obs.created_at)
             if end_session:
-                await sessions.end(session.id, now)
+                await sessions.end(session.id, now, now)
                 tx.changed("session", session.id, "end")
         return ObserveResult(
             id=obs.id,
@@ -157,7 +157,8 @@ class EpisodicService(Service):
             ):
                 return current, False
             if current is not None:
-                await repo.end(current.id, current.last_activity_at)
+                # stamped now, so a copy holding it open takes the ended row from the next export
+                await repo.end(current.id, current.last_activity_at, now)
                 tx.changed("session", current.id, "end")
         session = Session(
             id=session_id or new_id("session"),

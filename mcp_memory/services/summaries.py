@@ -34,9 +34,9 @@ from mcp_memory.services.fixes import pair_fixes
 SUMMARY_CHARS = 2_000
 LISTED_SUMMARIES = 20
 """A crystallize pass over many sessions returns the summaries of this many, the latest."""
-SUMMARY_HEADER = re.compile(r"^(?:.*: )?\d+ observations?, [\d-]{10} [\d:]{5} to [\d-]{10} [\d:]{5}\.$")
+SUMMARY_HEADER = re.compile(r"^(?:.*(?::| —) )?\d+ observations?, [\d-]{10} [\d:]{5} to [\d-]{10} [\d:]{5}\.$")
 """The first line of an extractive summary (`SummaryService.draft`): the title (unless a decision listed
-below says it), observation count and span."""
+below says it), observation count and span (after a colon in summaries stored by earlier builds)."""
 SAMPLING_PROMPT = """\
 Rewrite these notes of one working session as a summary another agent will read before the next
 session on the same project. Keep every decision, error and fix, file and outcome that matters;
@@ -142,7 +142,9 @@ class SummaryService(Service):
             # is not asked again): its summary would be stored as current, missing what came since.
             model_summary = None
         source: SummarySource = "extractive"
-        text = self.draft(session, observations, outcomes, cues)
+        # Put together from scrubbed parts, it is scrubbed whole too, as an import will scrub it: a
+        # summary must come back from an export as it was stored.
+        text = self.scrubber().text(self.draft(session, observations, outcomes, cues))
         sampled = shorten_lines(self.scrubber().text(model_summary.strip()), SUMMARY_CHARS) if model_summary else ""
         if says_something(sampled):  # a reply of only private parts or punctuation keeps the extractive summary
             text, source = sampled, "sampling"
@@ -192,7 +194,8 @@ class SummaryService(Service):
         decisions = [o for o in observations if o.type == "decision"]
         listed = [shorten(o.title, 200) for o in decisions[:_LISTED_DECISIONS]]
         # the title is shown beside the summary: a decision listed below says it, the header need not
-        lead = "" if any(_says(line, title) for line in listed) else f"{title.rstrip('.,;: ')}: "
+        # A dash, not a colon: "…the deploy token: 1 observation" reads to the privacy filter as a secret.
+        lead = "" if any(_says(line, title) for line in listed) else f"{title.rstrip('.,;: ')} — "
         lines = [f"{lead}{counted(kept, 'observation')}, {span}."]
         if listed:
             lines.append("Decisions:")
