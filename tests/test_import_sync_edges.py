@@ -49,3 +49,56 @@ async def test_a_crystallized_summary_comes_back_from_an_export_as_stored(tmp_pa
     assert made["summary"].startswith("Rotated the deploy token — 1 observation, ")
     assert kept == made["summary"]
     assert imported["redacted"] == {}
+
+
+async def test_importing_again_a_copy_that_holds_a_turn_forgotten_here_changes_nothing(tmp_path: Path) -> None:
+    clock = FakeClock()
+    async with AsyncExitStack() as stack:
+        a, b = await machines(stack, tmp_path, clock, "a", "b")
+        first = await call(a, "memory_observe", content="Rotated the latency config.")
+        await call(a, "memory_observe", content="Rebuilt the cluster proxy.")
+        await call(b, "memory_import", document=await export_document(a))
+        clock.advance(hours=1)
+        await call(a, "memory_forget", ids=[first["id"]])
+        from_b = await export_document(b)  # still holds the turn
+        clock.advance(minutes=1)
+        once = await call(a, "memory_import", document=from_b)
+        before = await export_document(a)
+        clock.advance(minutes=1)
+        again = await call(a, "memory_import", document=from_b)
+        after = await export_document(a)
+        clock.advance(minutes=1)
+        await call(b, "memory_import", document=after)
+        on_b = await export_document(b)
+
+    assert once["forgotten"] == again["forgotten"] == 1
+    assert [o["content"] for o in after["tables"]["observations"]] == ["Rebuilt the cluster proxy."]
+    assert after == before  # the session is not stamped again: nothing about it changed
+    # b takes the forget, and the two copies hold one session row
+    assert on_b["tables"]["sessions"] == after["tables"]["sessions"]
+    assert on_b["tables"]["observations"] == after["tables"]["observations"]
+
+
+async def test_a_summary_imported_over_turns_only_this_copy_holds_is_written_again(tmp_path: Path) -> None:
+    clock = FakeClock()
+    async with AsyncExitStack() as stack:
+        a, b = await machines(stack, tmp_path, clock, "a", "b")
+        await call(a, "memory_observe", content="Tuned the docker logger.", session_id="ops")
+        await call(b, "memory_import", document=await export_document(a))
+        clock.advance(hours=1)
+        await call(b, "memory_observe", content="Moved the replica socket.", session_id="ops")
+        clock.advance(hours=1)
+        await call(a, "memory_crystallize", session_id="ops", force=True)  # of its one turn
+        clock.advance(hours=1)
+        await call(b, "memory_import", document=await export_document(a))  # a's newer row, summary and all
+        again = await call(b, "memory_crystallize", session_id="ops")
+        (on_b,) = (await call(b, "memory_sessions", status="all"))["sessions"]
+        await call(a, "memory_import", document=await export_document(b))
+        (on_a,) = (await call(a, "memory_sessions", status="all"))["sessions"]
+        repeated = await call(b, "memory_import", document=await export_document(a))
+
+    assert on_b["observation_count"] == 2
+    assert "Moved the replica socket" in on_b["summary"]
+    assert [s["changed"] for s in again["sessions"]] == [False]  # written again by the import already
+    assert on_a["summary"] == on_b["summary"]
+    assert repeated["updated"].get("sessions", 0) == 0

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Sequence
 
 from mcp_memory.errors import NotFoundError
@@ -242,6 +243,21 @@ class SessionRepository(Repository):
             if row is not None:
                 dropped.append(str(row[0]))
         return dropped
+
+    async def records_held(self, session_ids: Sequence[str]) -> Counter[str]:
+        """How many observations and outcomes each of these sessions holds (one grouped read a table)."""
+        held: Counter[str] = Counter()
+        for table in ("observations", "outcomes"):
+            rows = await self.fetch_in(
+                f"SELECT session_id, count(*) FROM {table} WHERE session_id IN ({{ids}}) GROUP BY session_id",
+                session_ids,
+            )
+            held.update({str(r[0]): int(r[1]) for r in rows})
+        return held
+
+    async def restamp(self, session_id: str, at: str) -> None:
+        """Set when a session last changed (an import whose changes to it came to nothing gives it back)."""
+        await self.conn.execute("UPDATE sessions SET updated_at = ? WHERE id = ?", (at, session_id))
 
     async def recount(self, session_ids: Sequence[str], at: str) -> list[Session]:
         """Count those sessions' observations again (stored ones plus the folded) and move each one's

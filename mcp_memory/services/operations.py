@@ -265,6 +265,8 @@ class OperationsService(Service):
                 tally.records.append((key, str(getattr(record, "project", ""))))
                 if not spec.names_any:
                     tally.written.append((key, spec.name, outcome.inserted))
+            if isinstance(record, Observation | Outcome) and record.session_id is not None:
+                tally.carried[record.session_id] += 1
             if isinstance(record, FoldedObservation):
                 tally.folded[record.id] = outcome.inserted
                 if outcome.inserted:  # a note stored here already changes nothing to settle
@@ -299,6 +301,8 @@ class OperationsService(Service):
     async def _finish(self, tx: Tx, tally: ImportTally) -> None:
         """After the last row: the checks across rows, memory chains that grew apart joined, and
         the sessions written to settled."""
+        # The sessions as the rows put them, before their observations are settled and forgets applied
+        settling = {s.id: s for s in await SessionRepository(tx).get_many(sorted(tally.sessions))}
         # An action whose row the document's replaced depends on what the document says, no more.
         written = [action_id for action_id, was_written in tally.actions.items() if was_written]
         for action_id, dep in await ArchiveRepository(tx).drop_dependencies(written, tally.dependencies):
@@ -318,7 +322,7 @@ class OperationsService(Service):
                 tally.unchanged["mistake_cards"] -= 1
                 tally.updated["mistake_cards"] += 1
         await self._settle_sessions(tx, tally)
-        await self._resummarise(tx, sorted(tally.grown))
+        await self._resummarise(tx, sorted(tally.grown | await self._summarised_short(tx, tally)))
         tx.extra[_WROTE_PROJECTS] = sorted(tally.projects)
         if tally.restore:
             tally.restored = await ForgottenRepository(tx).unforget(tally.records)
@@ -332,6 +336,17 @@ class OperationsService(Service):
         # reopened, as the tools reopen a parent for a new open child.
         for child in await ActionRepository(tx).open_under_closed(written):
             tally.reopened += await reopen_ancestors(tx, child, self.now_iso())
+        await _keep_stamps(tx, settling)
+
+    @staticmethod
+    async def _summarised_short(tx: Tx, tally: ImportTally) -> set[str]:
+        """Sessions stored here before whose row the document replaced, summary included, though
+        they hold observations or outcomes the document lacks (recorded here since the copies
+        parted): that summary cannot tell of them, and their times may all come before it."""
+        sessions = SessionRepository(tx)
+        replaced = [s.id for s in await sessions.get_many(sorted(tally.replaced - tally.added)) if s.summary]
+        held = await sessions.records_held(replaced)
+        return {session_id for session_id in replaced if held[session_id] > tally.carried[session_id]}
 
     async def _settle_sessions(self, tx: Tx, tally: ImportTally) -> None:
         """Make the sessions an import wrote to agree with the observations they now hold.
@@ -411,6 +426,20 @@ async def _upsert(
         return await archive.upsert_many(spec, chunk)
     written = iter(await archive.upsert_many(spec, [r for r, s in zip(chunk, stale, strict=True) if not s]))
     return [UpsertResult(False, False) if s else next(written) for s in stale]
+
+
+async def _keep_stamps(tx: Tx, settling: Mapping[str, Session]) -> None:
+    """Give back its stamp to each session the import's last steps left as its rows put it.
+
+    Settling counts a row written only to be forgotten again, and the forget takes it off: the
+    session is as it was, but stamped now by both. Stamped so, an import of the same document would
+    change it every time, and two copies would pass the row back and forth at every exchange.
+    """
+    sessions = SessionRepository(tx)
+    for session in await sessions.get_many(list(settling)):
+        was = settling[session.id]
+        if session.updated_at != was.updated_at and session.model_copy(update={"updated_at": was.updated_at}) == was:
+            await sessions.restamp(session.id, was.updated_at)
 
 
 def _identity(record: BaseModel) -> tuple[str, str, str]:
