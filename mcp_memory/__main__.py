@@ -1,6 +1,6 @@
 """`python -m mcp_memory` runs the same command line as `mcp-memory`."""
 
-from mcp_memory.cli import main
+from mcp_memory.launch import main
 
 if __name__ == "__main__":
     raise SystemExit(main())

@@ -41,6 +41,7 @@ from mcp_memory import PARENT_PID, __version__
 from mcp_memory.auth import WILDCARD, Grant
 from mcp_memory.config import Settings, url_host
 from mcp_memory.context import AppContext
+from mcp_memory.launch import stop_noted
 from mcp_memory.server import SharedApp, build_server
 from mcp_memory.stdio_lines import AnsweredMessages, StdinLines
 
@@ -131,6 +132,9 @@ class _DrainingServer(uvicorn.Server):
         await super().startup(sockets)
         if self.started:
             self._announce()
+        # uvicorn listens for signals from here on; one that came while starting was only noted
+        if (noted := stop_noted()) is not None:
+            self.handle_exit(noted, None)
 
     def handle_exit(self, sig: int, frame: FrameType | None) -> None:
         self._tracker.close()  # else uvicorn waits out its grace for each open listen response
@@ -165,6 +169,8 @@ def serve(settings: Settings, grants: Sequence[Grant], announce: Callable[[int],
     port it listens on. Raises ListenError for an address it cannot listen on and MCPMemoryError
     for a database that cannot be opened.
     """
+    if stop_noted() is not None:  # Ctrl-C or SIGTERM while starting: nothing opened yet
+        return 0
     shared = SharedApp(settings)
     tracker = CallTracker()
     if settings.transport == "stdio":
@@ -351,10 +357,11 @@ async def _watch_parent(stop: Callable[[], None]) -> None:
 async def _watch_signals(tracker: CallTracker, stop: Callable[[], None]) -> None:
     """On SIGTERM/SIGINT let the calls in flight finish (up to a grace period), then stop."""
     with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
-        async for received in signals:
-            await _finish_calls(tracker, f"received {signal.Signals(received).name}")
-            stop()
-            return
+        # listening now: one that came while starting was only noted (launch.py)
+        noted = stop_noted()
+        received = noted if noted is not None else await anext(aiter(signals))
+        await _finish_calls(tracker, f"received {signal.Signals(received).name}")
+        stop()
 
 
 async def _finish_calls(tracker: CallTracker, why: str, *, refuse_new: bool = True) -> None:
