@@ -31,12 +31,13 @@ lint: $(VENV)/.dev
 test: lint
 	$(BIN)/pytest -n auto
 
+# LoCoMo last: it needs the dev set beside the clone (../shared/data/locomo, or --data), the others nothing.
 bench: $(VENV)/.dev
 	$(BIN)/python bench/search.py
-	$(BIN)/python bench/locomo.py
 	$(BIN)/python bench/transfer.py
 	$(BIN)/python bench/loop.py
 	$(BIN)/python bench/lessons.py
+	$(BIN)/python bench/locomo.py
 
 clean:
 	rm -rf $(VENV) build *.egg-info .mypy_cache .ruff_cache

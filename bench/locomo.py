@@ -130,6 +130,8 @@ def turn_content(turn: dict[str, Any]) -> str:
 
 
 def load(data: Path, report: EvidenceReport) -> list[Conversation]:
+    if not data.exists():
+        raise SystemExit(f"no LoCoMo data at {data}; give its folder (or one file) with --data")
     files = sorted(data.glob("*.json")) if data.is_dir() else [data]
     if not files:
         raise SystemExit(f"no LoCoMo *.json files under {data}")

@@ -53,13 +53,14 @@ def http_grants(settings: Settings) -> list[Grant]:
     grants = load_grants(settings)
     if not is_loopback(settings.host) and not grants and not settings.insecure:
         raise ValueError(
-            f"--host {settings.host}: refusing to serve a non-loopback address without a token; set "
+            f"--host / MCP_MEMORY_HOST {settings.host}: refusing to serve a non-loopback address without a token; set "
             "MCP_MEMORY_AUTH_TOKEN (or --auth-token-file), or pass --insecure to accept the risk"
         )
     if settings.host in WILDCARD and not settings.allowed_hosts:
         raise ValueError(
-            f"--host {settings.host or '(all)'}: name the Host values clients will use with --allowed-hosts "
-            "(e.g. memory.example.com:*), so DNS-rebinding protection can stay on"
+            f"--host / MCP_MEMORY_HOST {settings.host or '(all)'}: name the Host values clients will use with "
+            "--allowed-hosts "
+            "/ MCP_MEMORY_ALLOWED_HOSTS (e.g. memory.example.com:*), so DNS-rebinding protection can stay on"
         )
     return grants
 

@@ -324,6 +324,14 @@ class Settings(BaseModel):
         # A token pasted with a newline or a trailing space (or a BOM) would never match the header.
         return value.strip().lstrip("\ufeff").strip() if isinstance(value, str) else value
 
+    @field_validator("agent_id", mode="before")
+    @classmethod
+    def _agent_named(cls, value: object) -> object:
+        # `--agent-id ""` (or spaces) names no agent: recorded, it would be an id no one can tell apart
+        if isinstance(value, str):
+            return value.strip() or None
+        return value
+
     @field_validator("project")
     @classmethod
     def _project_name(cls, value: str) -> str:

@@ -310,6 +310,8 @@ def _identity(file: Path) -> tuple[int, int] | None:
 def _cannot_open(path: Path, exc: OSError | sqlite3.Error) -> StorageError:
     """The one-line error of a database file that cannot be used at all."""
     reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+    if isinstance(exc, FileExistsError):  # mkdir meeting a file where a folder of the path should be
+        reason = f"{exc.filename or path.parent} is a file, not a folder"
     return StorageError(f"cannot open database {path}: {reason}")
 
 

@@ -16,6 +16,7 @@ import math
 import os
 import signal
 import socket
+import sys
 import time
 from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
@@ -54,7 +55,8 @@ LISTEN = "subscriptions/listen"
 
 
 class ListenError(Exception):
-    """The HTTP server cannot listen on its address (in use, not this machine's, an unknown name)."""
+    """The server cannot listen where it was told: the HTTP server on its address (in use, not this
+    machine's, an unknown name), the stdio server without an open stdin and stdout."""
 
 
 class CallTracker:
@@ -166,11 +168,16 @@ def serve(settings: Settings, grants: Sequence[Grant], announce: Callable[[int],
 
     `grants` are what `http_grants` accepted for these settings (it refuses an unsafe HTTP
     configuration); stdio takes none. `announce` runs once an HTTP server is listening, with the
-    port it listens on. Raises ListenError for an address it cannot listen on and MCPMemoryError
+    port it listens on. Raises ListenError for an address it cannot listen on (or no stdio) and MCPMemoryError
     for a database that cannot be opened.
     """
     if stop_noted() is not None:  # Ctrl-C or SIGTERM while starting: nothing opened yet
         return 0
+    if settings.transport == "stdio" and (sys.stdin is None or sys.stdout is None):
+        # started with either one closed (`<&-`, `>&-`): nothing to speak the protocol on
+        raise ListenError(
+            "the stdio transport needs an open stdin and stdout; --transport streamable-http serves a URL"
+        )
     shared = SharedApp(settings)
     tracker = CallTracker()
     if settings.transport == "stdio":

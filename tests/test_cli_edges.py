@@ -247,3 +247,42 @@ def test_a_stop_signal_while_the_sdk_is_still_loading_exits_quietly(
     assert proc.returncode == 0, rest
     assert "Traceback" not in rest
     assert "KeyboardInterrupt" not in rest
+
+
+# -- what start-up is given ------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("closed", ["<&-", ">&-"])
+def test_a_stdio_server_started_without_stdin_or_stdout_says_so_in_one_line(tmp_path: Path, closed: str) -> None:
+    db = tmp_path / "m.db"
+    command = " ".join(f"'{part}'" for part in serve_command("--db", str(db)))
+    done = subprocess.run(
+        ["sh", "-c", f"exec {command} {closed}"], capture_output=True, text=True, env=server_env(), timeout=60
+    )
+
+    assert done.returncode == 1, done.stderr
+    assert _last_line(done) == (
+        "mcp-memory: the stdio transport needs an open stdin and stdout; --transport streamable-http serves a URL"
+    )
+    assert "Traceback" not in done.stderr
+    assert not db.exists()  # refused before anything was opened
+
+
+def test_a_database_path_through_a_file_is_named_as_such(tmp_path: Path) -> None:
+    (tmp_path / "notes").write_text("a file, not a folder")
+    (done,) = run_clis([(("--db", str(tmp_path / "notes" / "m.db")), None)])
+
+    assert done.returncode == 1
+    assert _last_line(done).endswith(f"{tmp_path / 'notes'} is a file, not a folder")
+
+
+def test_a_blank_agent_id_names_no_agent(tmp_path: Path) -> None:
+    assert Settings(db=tmp_path / "m.db", agent_id="   ").agent_id is None
+    assert Settings(db=tmp_path / "m.db", agent_id=" ci-bot ").agent_id == "ci-bot"
+
+
+def test_an_unsafe_bind_names_the_variable_beside_the_flag(tmp_path: Path) -> None:
+    env = {"MCP_MEMORY_HOST": "0.0.0.0", "MCP_MEMORY_TRANSPORT": "sse"}
+    (done,) = run_clis([(("--db", str(tmp_path / "m.db")), env)])
+
+    assert _refusal(done).startswith("mcp-memory: --host / MCP_MEMORY_HOST 0.0.0.0: refusing to serve")
