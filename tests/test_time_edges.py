@@ -70,3 +70,39 @@ async def test_settings_meant_as_never_are_taken_as_never(settings: Settings, cl
     assert [s["status"] for s in listed["sessions"]] == ["active"]
     assert [c for c in report["changes"] if c["kind"] == "outcome"] == []
     assert crystallized["sessions"] == []  # still open: nothing to summarise
+
+
+async def test_a_folded_turns_digest_line_reads_in_the_databases_zone(settings: Settings, clock: FakeClock) -> None:
+    new_york = settings.model_copy(update={"timezone": "America/New_York", "observation_cap": 10})
+    async with Client(build_server(new_york, clock)) as client:
+        # 21:30 on 1 May in New York (01:30 on 2 May in UTC), a cheap tool run: the first to fold
+        await call(
+            client,
+            "memory_observe",
+            content="Rotated the vault keys.",
+            type="tool_use",
+            occurred_at="2024-05-01T21:30:00",
+            session_id="evening",
+        )
+        for n in range(10):
+            await call(
+                client,
+                "memory_observe",
+                content=f"Decision {n}: keep shelf {n}.",
+                type="decision",
+                occurred_at=f"2024-05-01T21:{31 + n}:00",
+                session_id="evening",
+            )
+        (session,) = (await call(client, "memory_smart_search", ids=["evening"]))["sessions"]
+        next_day = await call(
+            client, "memory_forget", kind="observation", since="2024-05-02", until="2024-05-02", dry_run=True
+        )
+        that_day = await call(
+            client, "memory_forget", kind="observation", since="2024-05-01", until="2024-05-01", dry_run=True
+        )
+
+    (line,) = [line for line in session["folded_digest"].split("\n") if "vault keys" in line]
+    assert line == "- 2024-05-01 21:30-04:00 [tool_use] Rotated the vault keys."
+    # the line is of a turn made on 1 May there: a window of that day holds it, one of the next does not
+    assert next_day["counts"].get("folded_observation", 0) == 0
+    assert that_day["counts"]["folded_observation"] == 1

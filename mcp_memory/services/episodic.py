@@ -231,7 +231,7 @@ class EpisodicService(Service):
         sessions = SessionRepository(tx)
         if lined:
             session = await sessions.get(session_id, project)
-            lines = [digest_line(v, session.started_at) for v in lined]
+            lines = [digest_line(v, session.started_at, self.zone) for v in lined]
             digest = "\n".join([session.folded_digest or "", *lines]).strip()
             if len(digest) > DIGEST_CHARS:
                 # keep the newest lines; the folded count still says how many there were in all

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
+from datetime import UTC, datetime, timedelta, timezone, tzinfo
 
 from mcp_memory.clock import from_iso, to_iso
 from mcp_memory.db import Conn
@@ -16,7 +17,7 @@ from mcp_memory.services.index_docs import DocSpec
 CONTENT_INDEX_CHARS = 8_000
 """Content beyond this is stored but not indexed: a huge tool output would drown its own title."""
 
-_DIGEST_TIME = re.compile(r"- (?:(\d{4}-\d{2}-\d{2}) )?(\d{2}:\d{2}) \[")
+_DIGEST_TIME = re.compile(r"- (?:(\d{4}-\d{2}-\d{2}) )?(\d{2}:\d{2})([+-]\d{2}:\d{2})? \[")
 
 
 def observation_doc(obs: Observation) -> DocSpec:
@@ -44,19 +45,34 @@ def observation_doc(obs: Observation) -> DocSpec:
     )
 
 
-def digest_line(obs: Observation, session_start: str) -> str:
-    """A folded observation's line in its session's digest: the minute it was made (with the date
-    only when that is not the session's first day), its type, title and first facts."""
-    when = obs.occurred_at or obs.created_at
-    stamp = when[11:16] if when[:10] == session_start[:10] else f"{when[:10]} {when[11:16]}"
-    return f"- {stamp} [{obs.type}] {compact_line(obs.title, obs.facts, 160)}"
+def digest_line(obs: Observation, session_start: str, zone: tzinfo) -> str:
+    """A folded observation's line in its session's digest: the minute it was made as the database's
+    zone reads it, with that moment's offset from UTC (none in UTC, as lines were first written), the
+    date only when that is not the session's first day; then its type, title and first facts."""
+    local = from_iso(obs.occurred_at or obs.created_at).astimezone(zone)
+    offset = local.utcoffset() or timedelta(0)
+    began = from_iso(session_start).astimezone(timezone(offset))  # at the line's offset, as it is read
+    day = "" if local.date() == began.date() else f"{local:%Y-%m-%d} "
+    # whole minutes: the few zones of the 1800s whose offsets ran to seconds are read to the minute
+    sign, minutes = ("-" if offset < timedelta(0) else "+"), abs(offset) // timedelta(minutes=1)
+    written = f"{sign}{minutes // 60:02d}:{minutes % 60:02d}" if offset else ""
+    return f"- {day}{local:%H:%M}{written} [{obs.type}] {compact_line(obs.title, obs.facts, 160)}"
 
 
 def digest_line_minute(line: str, session_start: str) -> str | None:
     """The minute (`YYYY-MM-DDTHH:MM`, UTC) a digest line's observation was made; None for a line
     with no time (folded before lines carried one) and for the `…` of a shortened digest."""
     found = _DIGEST_TIME.match(line)
-    return None if found is None else f"{found[1] or session_start[:10]}T{found[2]}"
+    if found is None:
+        return None
+    if found[3] is None:  # a UTC minute, as every line was written before lines carried an offset
+        return f"{found[1] or session_start[:10]}T{found[2]}"
+    hours, minutes = found[3][1:].split(":")
+    sign = -1 if found[3][0] == "-" else 1
+    offset = timezone(sign * timedelta(hours=int(hours), minutes=int(minutes)))
+    day = found[1] or f"{from_iso(session_start).astimezone(offset):%Y-%m-%d}"
+    local = datetime.fromisoformat(f"{day}T{found[2]}").replace(tzinfo=offset)
+    return f"{local.astimezone(UTC):%Y-%m-%dT%H:%M}"
 
 
 def session_doc(session: Session, latest: str | None) -> DocSpec | None:
