@@ -91,6 +91,7 @@ def _run(argv: Sequence[str] | None) -> int:
     )
     logger.info("database %s", settings.db)
     _warn_missing_embeddings(settings)
+    _warn_http_only(settings)
 
     def announce(port: int) -> None:
         print(_banner(settings, port), file=sys.stderr, flush=True)  # noqa: T201 - the person starting it reads this
@@ -104,6 +105,29 @@ def _run(argv: Sequence[str] | None) -> int:
     except (MCPMemoryError, ListenError) as exc:  # no database or no port: one line, not a traceback
         print(f"mcp-memory: {exc}", file=sys.stderr)  # noqa: T201 - the CLI's own error output
         return 1
+
+
+_HTTP_ONLY = ("host", "port", "auth_token", "auth_token_file", "insecure", "allowed_hosts", "allowed_origins",
+              "max_request_bytes")  # fmt: skip
+
+
+def _warn_http_only(settings: Settings) -> None:
+    """Say that options of the HTTP transports do nothing under stdio: `serve --port 9000` would
+    otherwise sit silently reading stdin, and a token meant to protect it protects nothing."""
+    if settings.transport != "stdio":
+        return
+    given = [
+        name
+        for name in _HTTP_ONLY
+        if getattr(settings, name) != Settings.model_fields[name].get_default(call_default_factory=True)
+    ]
+    if given:
+        named = ", ".join(f"--{name.replace('_', '-')}" for name in given)
+        logger.warning("%s: for --transport sse or streamable-http only; serving stdio, they are ignored", named)
+    if sys.stdin is not None and sys.stdin.isatty():
+        logger.info(
+            "serving MCP over stdio (for a client that starts this command); --transport streamable-http serves a URL"
+        )
 
 
 def _warn_missing_embeddings(settings: Settings) -> None:

@@ -362,12 +362,22 @@ async def _watch_parent(stop: Callable[[], None]) -> None:
 
 
 async def _watch_signals(tracker: CallTracker, stop: Callable[[], None]) -> None:
-    """On SIGTERM/SIGINT let the calls in flight finish (up to a grace period), then stop."""
+    """On SIGTERM/SIGINT let the calls in flight finish (up to a grace period), then stop; a second
+    signal stops at once (as over HTTP), for whoever will not wait out a stuck call."""
     with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
         # listening now: one that came while starting was only noted (launch.py)
         noted = stop_noted()
         received = noted if noted is not None else await anext(aiter(signals))
-        await _finish_calls(tracker, f"received {signal.Signals(received).name}")
+        async with anyio.create_task_group() as draining:
+
+            async def again() -> None:
+                second = await anext(aiter(signals))
+                logger.warning("received %s again; stopping without waiting", signal.Signals(second).name)
+                draining.cancel_scope.cancel()
+
+            draining.start_soon(again)
+            await _finish_calls(tracker, f"received {signal.Signals(received).name}")
+            draining.cancel_scope.cancel()
         stop()
 
 

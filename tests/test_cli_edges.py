@@ -286,3 +286,17 @@ def test_an_unsafe_bind_names_the_variable_beside_the_flag(tmp_path: Path) -> No
     (done,) = run_clis([(("--db", str(tmp_path / "m.db")), env)])
 
     assert _refusal(done).startswith("mcp-memory: --host / MCP_MEMORY_HOST 0.0.0.0: refusing to serve")
+
+
+def test_options_of_the_http_transports_are_said_to_do_nothing_under_stdio(tmp_path: Path) -> None:
+    plain, given = run_clis(
+        [
+            (("--db", str(tmp_path / "a.db")), None),
+            (("--db", str(tmp_path / "b.db"), "--port", "9000"), {"MCP_MEMORY_AUTH_TOKEN": "s3cret-token-value"}),
+        ]
+    )
+
+    warned = "--port, --auth-token: for --transport sse or streamable-http only; serving stdio, they are ignored"
+    assert (plain.returncode, given.returncode) == (0, 0)  # stdin closes at once: served, then done
+    assert warned not in plain.stderr
+    assert warned in given.stderr

@@ -91,7 +91,7 @@ def test_bad_database_exits_with_one_line(tmp_path: Path, transport: str) -> Non
         directory: f"mcp-memory: cannot open database {directory}: unable to open database file",
         newer: f"mcp-memory: {newer} has schema version 999, newer than this mcp-memory knows",
     }
-    options = ["--transport", transport, "--port", "0", "--log-level", "warning"]
+    options = ["--transport", transport, *(["--port", "0"] if transport != "stdio" else []), "--log-level", "warning"]
     runs = [(["--db", str(db), *options], None) for db in cases]
     for done, expected in zip(run_clis(runs), cases.values(), strict=True):  # side by side
         assert done.returncode == 1, done.stderr
@@ -208,6 +208,47 @@ def test_stdio_call_in_flight_at_a_signal_gets_its_response(tmp_path: Path, sig:
     stored = sqlite3.connect(db).execute("SELECT content FROM memories ORDER BY content").fetchall()
     assert stored == [("before",), ("in flight",)]
     assert wait_gone(proc.pid, 1)
+
+
+def test_a_second_signal_stops_a_stdio_server_without_waiting_out_its_calls(tmp_path: Path) -> None:
+    db = tmp_path / "memory.db"
+    command = [sys.executable, "-m", "mcp_memory", "serve", "--db", str(db), "--busy-timeout-ms", "60000"]
+    proc = subprocess.Popen(
+        command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=server_env()
+    )
+    assert proc.stdin is not None
+    assert proc.stdout is not None
+    assert proc.stderr is not None
+    blocker = sqlite3.connect(db, isolation_level=None, timeout=30)
+    try:
+        for message in (INIT, {"jsonrpc": "2.0", "method": "notifications/initialized"}):
+            proc.stdin.write((json.dumps(message) + "\n").encode())
+            proc.stdin.flush()
+        assert json.loads(proc.stdout.readline())["id"] == 1
+        blocker.execute("BEGIN IMMEDIATE")  # the save waits for the write lock, up to a minute
+        params = {"name": "memory_save", "arguments": {"content": "stuck behind a lock"}}
+        proc.stdin.write(
+            (json.dumps({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": params}) + "\n").encode()
+        )
+        proc.stdin.flush()
+        time.sleep(0.7)
+        proc.send_signal(signal.SIGINT)
+        time.sleep(1.0)
+        began = time.monotonic()
+        proc.send_signal(signal.SIGINT)
+        code = proc.wait(20)
+        took = time.monotonic() - began
+        log = proc.stderr.read().decode()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        blocker.close()
+
+    assert code == 0, log
+    assert took < 5  # not the 10 s grace the first signal gives the call
+    assert "received SIGINT again; stopping without waiting" in log
+    assert "Traceback" not in log
+    assert sqlite3.connect(db).execute("SELECT count(*) FROM memories").fetchone() == (0,)
 
 
 # 7. busy_timeout_ms bounds the whole wait for the write lock
