@@ -102,3 +102,37 @@ async def test_a_summary_imported_over_turns_only_this_copy_holds_is_written_aga
     assert [s["changed"] for s in again["sessions"]] == [False]  # written again by the import already
     assert on_a["summary"] == on_b["summary"]
     assert repeated["updated"].get("sessions", 0) == 0
+
+
+async def test_copies_that_numbered_a_session_apart_come_to_the_same_positions(tmp_path: Path) -> None:
+    clock = FakeClock()
+
+    def positions(document: dict[str, Any]) -> dict[str, int]:
+        return {o["content"]: o["seq"] for o in document["tables"]["observations"]}
+
+    async with AsyncExitStack() as stack:
+        a, b = await machines(stack, tmp_path, clock, "a", "b")
+        for content in ("First turn on b.", "Second turn on b."):
+            await call(b, "memory_observe", content=content, session_id="work")
+            clock.advance(minutes=30)
+        await call(a, "memory_import", document=await export_document(b))
+        await call(b, "memory_observe", content="Third turn on b.", session_id="work")
+        # a records a turn that happened before all of them, at the next position it knows
+        await call(
+            a, "memory_observe", content="Early turn on a.", session_id="work", occurred_at="2025-12-15T10:00:00Z"
+        )
+        clock.advance(days=1)
+        await call(b, "memory_import", document=await export_document(a))  # collides: b numbers in time order
+        clock.advance(days=1)
+        await call(a, "memory_import", document=await export_document(b))  # no collision here, but apart
+        on_a, on_b = await export_document(a), await export_document(b)
+        again = await call(a, "memory_import", document=on_b)
+
+    assert positions(on_b) == {
+        "Early turn on a.": 1,
+        "First turn on b.": 2,
+        "Second turn on b.": 3,
+        "Third turn on b.": 4,
+    }
+    assert positions(on_a) == positions(on_b)
+    assert again["updated"].get("sessions", 0) == 0

@@ -289,11 +289,21 @@ class ObservationRepository(Repository):
         )
         return sorted(r[0] for r in rows)
 
-    async def renumber_muddled(self, session_ids: Sequence[str]) -> list[Observation]:
+    async def placed_apart(self, positions: Sequence[tuple[str, int]]) -> set[str]:
+        """The sessions of those observations, given as (id, position), stored at another position."""
+        rows = await self.conn.fetchall(
+            "SELECT DISTINCT o.session_id FROM json_each(?) j JOIN observations o "
+            "ON o.id = json_extract(j.value, '$[0]') WHERE o.seq <> json_extract(j.value, '$[1]')",
+            (dump_json([list(position) for position in positions]),),
+        )
+        return {str(r[0]) for r in rows}
+
+    async def renumber_muddled(self, session_ids: Sequence[str], apart: Sequence[str] = ()) -> list[Observation]:
         """Number afresh, in time order, the observations of those sessions whose positions are out
         of place: colliding, past the count, or at or below the folded count where that is not where
         a fold left them (copies of a session that grew apart, or numbered it apart, merged by an
-        import). Returns those renumbered.
+        import), or that another copy numbers otherwise (`apart`: the order both come to is time
+        order). Returns those renumbered.
 
         A fold keeps the positions of what it keeps, so when a session has a note with the time of
         each folded observation, a position is in place if it is the observation's rank among the
@@ -321,12 +331,12 @@ class ObservationRepository(Repository):
             "JOIN placed p ON p.id = o.id GROUP BY o.session_id "
             "HAVING count(DISTINCT o.seq) < count(*) OR max(o.seq) > max(s.observation_count) OR min(o.seq) < 1 "
             "OR (min(o.seq) <= max(s.folded_count) AND (o.session_id NOT IN (SELECT session_id FROM noted) "
-            "OR sum(o.seq <> p.seq) > 0))) "
+            "OR sum(o.seq <> p.seq) > 0)) OR o.session_id IN (SELECT value FROM json_each(?))) "
             "UPDATE observations SET seq = placed.seq FROM placed "
             "WHERE observations.id = placed.id AND observations.session_id IN (SELECT session_id FROM muddled) "
             "AND observations.seq <> placed.seq "
             f"RETURNING {_COLUMNS}",
-            (dump_json(list(session_ids)),),
+            (dump_json(list(session_ids)), dump_json(list(apart))),
         )
         return [_obs(r) for r in rows]
 

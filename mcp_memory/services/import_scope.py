@@ -350,6 +350,8 @@ class ImportTally:
     """The document's actions: id -> whether its row was written (new here, or newer than the stored one)."""
     dependencies: set[tuple[str, str]] = field(default_factory=set)
     """The document's dependencies, as (action id, what it depends on), of the actions whose row it wrote."""
+    placed_apart: set[str] = field(default_factory=set)
+    """Sessions whose observations the document and this copy number differently (see `_store`)."""
     carried: Counter[str] = field(default_factory=Counter)
     """Observation and outcome rows the document holds, by session (a session row it replaced has
     a summary of those at most)."""

@@ -257,6 +257,14 @@ class OperationsService(Service):
                 f"{', '.join(exc.columns)}; give the row that record's id, or change it"
             ) from None
         await tally.scope.check(archive, spec, tally.seen(spec.name), chunk, outcomes)
+        if spec.name == "observations":
+            # Stored here and there, at different positions: the copies numbered the session apart
+            # (one renumbered it merging the other), so it is numbered afresh as both will number it.
+            kept = [(r.id, r.seq) for r, o in zip(chunk, outcomes, strict=True) if isinstance(r, Observation)
+                    and not (o.inserted or o.updated)]  # fmt: skip
+            apart = await ObservationRepository(tx).placed_apart(kept) if kept else set()
+            tally.placed_apart |= apart
+            tally.sessions |= apart
         touched = []
         for record, outcome in zip(chunk, outcomes, strict=True):
             key = ":".join(str(getattr(record, k)) for k in spec.key)
@@ -363,7 +371,7 @@ class OperationsService(Service):
             chunk = ordered[start : start + SESSION_CHUNK]
             await self._fold_again(tx, tally, await observations.folded_but_stored(chunk))
             recounted = await sessions.recount(chunk, self.now_iso())
-            renumbered = await observations.renumber_muddled(chunk)
+            renumbered = await observations.renumber_muddled(chunk, sorted(tally.placed_apart))
             for session in recounted:
                 tx.changed("session", session.id, "update")
             for obs in renumbered:
