@@ -246,7 +246,7 @@ async def test_content_saved_again_is_the_same_memory_however_long_its_first_tit
 
     assert (same["unchanged"], same["id"]) == (True, first["id"])
     assert (other_kind["version"], other_kind["superseded_id"]) == (2, first["id"])
-    assert other_kind["similarity"] == 0.2857  # "use" "tab" of the seven words of title and content
+    assert other_kind["similarity"] == 1.0  # stored over the first, it takes its title: the same words
     memory = (await call(client, "memory_get", id=other_kind["id"]))["memory"]
     assert memory["title"] == "Indentation style for every file of the monorepo"
     found = await call(client, "memory_smart_search", query="tabs", kinds=["memory"])
@@ -502,3 +502,29 @@ async def test_forgetting_twice_is_an_error_the_second_time(client: Client) -> N
     message = await call_error(client, "memory_forget", ids=[saved["id"]])
 
     assert f"No memory '{saved['id']}'" in message
+
+
+async def test_an_edit_saved_without_the_title_and_concepts_it_would_inherit_supersedes(client: Client) -> None:
+    first = await call(
+        client,
+        "memory_save",
+        content=DB_FACT,
+        kind="decision",
+        title="Production database",
+        concepts=["PostgreSQL", "infra"],
+        files=["deploy/db.tf"],
+    )
+    edited = await call(client, "memory_save", content=DB_FACT_V2)  # one word of thirteen changed
+    retitled = await call(client, "memory_save", content=DB_FACT_V2, title="Where production data lives")
+
+    assert jaccard(DB_FACT, DB_FACT_V2) > 0.8
+    assert (edited["version"], edited["superseded_id"]) == (2, first["id"])
+    assert edited["similarity"] > 0.8  # compared as stored: with the title, concepts and files it takes
+    memory = (await call(client, "memory_get", id=edited["id"]))["memory"]
+    assert (memory["title"], memory["concepts"], memory["files"]) == (
+        "Production database",
+        ["infra", "postgresql"],
+        ["deploy/db.tf"],
+    )
+    # a title given is its own: the words it changes count
+    assert retitled["version"] == 3

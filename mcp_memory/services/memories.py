@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import heapq
 from collections.abc import AsyncIterator, Sequence
+from collections.abc import Set as AbstractSet
 
 from mcp_memory.db import Conn, Database, Tx
 from mcp_memory.errors import ConflictError
@@ -29,6 +30,12 @@ _SAME_CONTENT_READS = 8
 RESEMBLE_THRESHOLD = 0.5
 """A live memory at least this similar, but not above `SUPERSEDE_THRESHOLD`, is named in the save
 result so the agent can decide whether the new one should replace it."""
+
+_INHERITABLE = frozenset({"title", "concepts", "files"})
+"""What a new version takes from the one it replaces when the save leaves it out."""
+_INHERITING_SHARE = 0.5
+"""A save that leaves some of those out looks for what it may replace down to this share of
+`RESEMBLE_THRESHOLD`, then judges each found as it would be stored over it."""
 
 
 def memory_doc(mem: Memory) -> DocSpec:
@@ -103,7 +110,7 @@ class MemoryService(Service):
                 )
             repo = MemoryRepository(tx)
             await self.deps.indexer.catch_up(tx)  # what the save replaces is read from the index
-            parent, similarity, resembles = await self._predecessor(repo, draft, supersedes)
+            parent, similarity, resembles = await self._predecessor(repo, draft, supersedes, given)
             if parent is not None and _same(parent, draft, given):
                 return SaveResult(
                     id=parent.id,
@@ -146,13 +153,16 @@ class MemoryService(Service):
         )
 
     async def _predecessor(
-        self, repo: MemoryRepository, draft: Memory, supersedes: str | None
+        self, repo: MemoryRepository, draft: Memory, supersedes: str | None, given: AbstractSet[str]
     ) -> tuple[Memory | None, float | None, Resemblance | None]:
         """The live memory the draft replaces (named, or the most similar above the threshold), its
-        similarity, and otherwise the live memory it merely resembles."""
-        text = draft.text
+        similarity, and otherwise the live memory it merely resembles.
+
+        Each is compared with the draft as it would be stored over it: a title, concepts or files
+        the call left out (`given` names what it gave) come from the memory it replaces, so they
+        count as the same words, not as words only the stored one has.
+        """
         if supersedes is not None:
-            terms = set(self.deps.index.analyzer.terms(text))
             named = await repo.get(supersedes, draft.project, field="supersedes")
             if not named.is_latest:
                 chain = await repo.chain(named.root_id, draft.project)
@@ -160,21 +170,26 @@ class MemoryService(Service):
                 raise ConflictError(
                     f"supersedes: {supersedes} is an old version; the latest is {latest}, supersede that one"
                 )
-            return named, round(self._jaccard(terms, named.id), 4), None
-        found = self._alike(draft.project, text, RESEMBLE_THRESHOLD)[:_SAME_CONTENT_READS]
-        alike = await repo.get_many([i for i, _ in found], draft.project) if found else []
+            return named, round(self._as_version_of(draft, named, given), 4), None
+        # Found by the draft's own words: what it leaves out to inherit makes it look less alike.
+        floor = RESEMBLE_THRESHOLD if given >= _INHERITABLE else RESEMBLE_THRESHOLD * _INHERITING_SHARE
+        found = self._alike(draft.project, draft.text, floor)[:_SAME_CONTENT_READS]
+        alike = [m for m in await repo.get_many([i for i, _ in found], draft.project) if m.is_latest] if found else []
         same = await self._same_content(repo, draft.project, draft.content, alike)
         if same is not None:
-            similarity = dict(found).get(same.id)
-            if similarity is None:  # found by its content alone: a long title keeps it below the floor
-                similarity = self._jaccard(set(self.deps.index.analyzer.terms(text)), same.id)
-            return same, round(similarity, 4), None
-        best = next((m for m in alike if found and m.id == found[0][0] and m.is_latest), None)
-        if best is None:
+            return same, round(self._as_version_of(draft, same, given), 4), None
+        scored = sorted(((self._as_version_of(draft, m, given), m.id, m) for m in alike), key=lambda s: (-s[0], s[1]))
+        if not scored or scored[0][0] < RESEMBLE_THRESHOLD:
             return None, None, None
-        if found[0][1] > SUPERSEDE_THRESHOLD:
-            return best, round(found[0][1], 4), None
-        return None, None, Resemblance(id=best.id, title=best.title, similarity=round(found[0][1], 4))
+        similarity, _, best = scored[0]
+        if similarity > SUPERSEDE_THRESHOLD:
+            return best, round(similarity, 4), None
+        return None, None, Resemblance(id=best.id, title=best.title, similarity=round(similarity, 4))
+
+    def _as_version_of(self, draft: Memory, stored: Memory, given: AbstractSet[str]) -> float:
+        """Jaccard of the draft's words, taking what the call left out from `stored`, to `stored`'s."""
+        inherited = {name: getattr(stored, name) for name in _INHERITABLE - given}
+        return self._jaccard(set(self.deps.index.analyzer.terms(draft.model_copy(update=inherited).text)), stored.id)
 
     @staticmethod
     async def _same_content(
