@@ -79,14 +79,15 @@ class Partition(BM25Model):
     ) -> Ranked:
         """Top `limit` (key, score, at) among live documents passing the filter, best first.
 
-        Without a query vector (or before any document has one) this is the BM25 ranking; with
-        one, the BM25 and vector rankings fused (search/ranking.py), and the score is the fused one.
+        Without a query vector this is the BM25 ranking; with one, the BM25 and vector rankings
+        fused (search/ranking.py), and the score is the fused one, even where no document here has
+        a vector yet: a search over several partitions sorts their hits together, on one scale.
         """
         if self.n_docs == 0 or limit <= 0:
             return []
-        semantic = [] if vector is None else self._semantic(vector, flt, max(limit, FUSION_DEPTH), now)
-        if not semantic:
+        if vector is None:
             return self._lexical(query, flt, limit, now)
+        semantic = self._semantic(vector, flt, max(limit, FUSION_DEPTH), now)
         lexical = self._lexical(query, flt, max(limit, FUSION_DEPTH), now) if query else []
         fused = reciprocal_rank_fusion([(lexical, 1.0), (semantic, self.rank.vector_weight)], self.rank.rrf_k)
         return fused[:limit]

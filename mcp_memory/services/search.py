@@ -7,6 +7,9 @@ from collections.abc import Sequence
 from dataclasses import replace
 from datetime import date
 
+import numpy as np
+import numpy.typing as npt
+
 from mcp_memory.db import Conn
 from mcp_memory.errors import InvalidInputError
 from mcp_memory.ids import kind_of, public_id
@@ -27,6 +30,9 @@ from mcp_memory.services.common import GLOBAL_PROJECT, Deps, Service, epoch_or_n
 from mcp_memory.services.compress import compact_line, shorten
 from mcp_memory.services.fixes import pair_fixes
 from mcp_memory.services.lessons import LessonService
+
+_Vector = npt.NDArray[np.float32]
+"""A query's embedding."""
 
 EPISODIC_KINDS = frozenset({"observation", "session"})
 SEARCHABLE_KINDS = frozenset({"observation", "session", "memory", "lesson"})
@@ -86,11 +92,12 @@ class SearchService(Service):
             since=epoch_or_none(start),
             until=epoch_or_none(end),
         )
+        vector = await self._query_vector(respelled.text, searched)
         async with self.db.read(snapshot=False) as conn:  # hits are rendered one by one anyway
             hits = await self._search(
-                conn, project, respelled.text, flt, limit, neighbours, typed if mixed else None, typed_query=searched
+                conn, project, respelled.text, flt, limit, neighbours, typed if mixed else None, vector=vector
             )
-            hint = None if hits else await self._recall_hint(conn, project, respelled.text, flt, typed)
+            hint = None if hits else await self._recall_hint(conn, project, respelled.text, flt, typed, vector)
         return RecallResult(project=project, query=shown, hits=hits, hint=_joined(self._named(respelled, hits), hint))
 
     async def smart_search(
@@ -111,13 +118,14 @@ class SearchService(Service):
         if wanted - SEARCHABLE_KINDS:
             raise InvalidInputError("kinds", f"must be among {sorted(SEARCHABLE_KINDS)}")
         respelled = respell_query(self.deps.index, _scopes(project, wanted), searched)
+        vector = await self._query_vector(respelled.text, searched)
         async with self.db.read(snapshot=False) as conn:  # hits are rendered one by one anyway
             if searched:
                 flt, words = SearchFilter(kinds=wanted), respelled.text
-                result.hits = await self._search(conn, project, words, flt, limit, typed_query=searched)
+                result.hits = await self._search(conn, project, words, flt, limit, vector=vector)
                 if not result.hits:
                     result.hint = (
-                        await self._other_kinds_hint(conn, project, words, wanted)
+                        await self._other_kinds_hint(conn, project, words, wanted, vector)
                         or self._unknown_hint(project, words, wanted)
                         if self._searchable(words)
                         else _NO_WORDS
@@ -139,12 +147,12 @@ class SearchService(Service):
         neighbours: int = 0,
         episodic_types: frozenset[str] | None = None,
         *,
-        typed_query: str | None = None,
+        vector: _Vector | None,
     ) -> list[Hit]:
         """The best `limit` hits of the project, with global lessons ranked in when lessons are searched.
 
-        `typed_query` is the query as typed when `query` respells it: what an embedding model reads,
-        as it has its own ways with a misspelt word and is better shown no respelling of a real one.
+        `vector` is the query's embedding (`_query_vector`), asked for once per call: the searches
+        that explain an empty result reuse it rather than wait for the model again.
 
         Faded lessons are skipped, and with `episodic_types` so are observations of other types and
         session summaries (the index filters one set of subtypes for every kind, and memories must
@@ -155,7 +163,6 @@ class SearchService(Service):
         searches = [(project, flt)]
         if project != GLOBAL_PROJECT and (flt.kinds is None or "lesson" in flt.kinds):
             searches.append((GLOBAL_PROJECT, replace(flt, kinds=frozenset({"lesson"}))))
-        vector = await self.query_vector(typed_query or query)
         now = self.now().timestamp()
         depth = limit
         index = self.deps.index
@@ -177,6 +184,11 @@ class SearchService(Service):
                 return hits[:limit]
             depth = min(depth * 4, MAX_DEPTH)
 
+    async def _query_vector(self, words: str, typed: str) -> _Vector | None:
+        """The embedding of a query with words left to search: of the query as typed (`typed`), not
+        as respelled (`words`), as a model has its own ways with a misspelt word."""
+        return await self.query_vector(typed or words) if words else None
+
     def _named(self, respelled: Respelling, hits: Sequence[Hit]) -> str | None:
         """The note of a respelling, each replacement named as the records found write it."""
         return respelled.named_from((f"{h.title} {h.snippet}" for h in hits), self.deps.index.analyzer).note()
@@ -186,16 +198,22 @@ class SearchService(Service):
         return bool(self.deps.index.query_words(query, self.now().timestamp()))
 
     async def _recall_hint(
-        self, conn: Conn, project: str, query: str, flt: SearchFilter, types: frozenset[str] | None
+        self,
+        conn: Conn,
+        project: str,
+        query: str,
+        flt: SearchFilter,
+        types: frozenset[str] | None,
+        vector: _Vector | None,
     ) -> str | None:
         """Why a recall found nothing, when something can be said: the query, its filters or its kinds.
         `types` counts as a filter even when the index was not given it (memories searched beside)."""
         if not self._searchable(query):
             return _NO_WORDS
         narrowed = types is not None or any(x is not None for x in (flt.session_id, flt.since, flt.until))
-        if narrowed and await self._search(conn, project, query, SearchFilter(kinds=flt.kinds), 1):
+        if narrowed and await self._search(conn, project, query, SearchFilter(kinds=flt.kinds), 1, vector=vector):
             return "Nothing matched within session_id, types, since or until; without them some records match."
-        if kinds := await self._other_kinds(conn, project, query, flt.kinds or SEARCHABLE_KINDS):
+        if kinds := await self._other_kinds(conn, project, query, flt.kinds or SEARCHABLE_KINDS, vector):
             # the way to them that costs the agent least: memories are one flag away from recall;
             # the core tool profile hides memory_lesson_recall, so only tools it exposes are named
             lessons = (
@@ -210,15 +228,19 @@ class SearchService(Service):
             return f"Nothing of the kinds recall searches matched, but {_named_kinds(kinds)} do: {ask}."
         return self._unknown_hint(project, query, flt.kinds)
 
-    async def _other_kinds(self, conn: Conn, project: str, query: str, searched: frozenset[str]) -> frozenset[str]:
+    async def _other_kinds(
+        self, conn: Conn, project: str, query: str, searched: frozenset[str], vector: _Vector | None
+    ) -> frozenset[str]:
         """The kinds, other than those `searched`, of which some record matches `query`."""
         others = SEARCHABLE_KINDS - searched
-        found = await self._search(conn, project, query, SearchFilter(kinds=others), 5) if others else []
+        found = await self._search(conn, project, query, SearchFilter(kinds=others), 5, vector=vector) if others else []
         return frozenset(hit.kind for hit in found)
 
-    async def _other_kinds_hint(self, conn: Conn, project: str, query: str, searched: frozenset[str]) -> str | None:
+    async def _other_kinds_hint(
+        self, conn: Conn, project: str, query: str, searched: frozenset[str], vector: _Vector | None
+    ) -> str | None:
         """Why a search narrowed by kinds found nothing, when records of other kinds match."""
-        kinds = await self._other_kinds(conn, project, query, searched)
+        kinds = await self._other_kinds(conn, project, query, searched, vector)
         return (
             f"Nothing of the kinds asked for matched, but {_named_kinds(kinds)} do: leave kinds out to search them too."
             if kinds
