@@ -7,8 +7,8 @@ from typing import Literal
 from pydantic import BaseModel, Field
 
 from mcp_memory.models.learning import LessonView
-from mcp_memory.models.organising import RelationView
 from mcp_memory.models.records import PublicId
+from mcp_memory.models.results import RelationView
 
 SummarySource = Literal["extractive", "sampling"]
 

@@ -7,7 +7,7 @@ from typing import Literal
 from pydantic import BaseModel, Field
 
 from mcp_memory.models.records import PublicId
-from mcp_memory.models.results import REDACTED_DESC, Redacted
+from mcp_memory.models.results import REDACTED_DESC, Redacted, RelationView
 
 
 class SlotView(BaseModel):
@@ -106,18 +106,6 @@ class ActionList(BaseModel):
     total: int
     actions: list[ActionView]
     next_offset: int | None = None
-
-
-class RelationView(BaseModel):
-    """A typed, weighted edge."""
-
-    id: str
-    source_id: PublicId
-    target_id: PublicId
-    type: str
-    weight: float
-    note: str | None
-    created_at: str
 
 
 class RelateResult(BaseModel):

@@ -22,6 +22,18 @@ Redacted = dict[str, int]
 REDACTED_DESC = "How many secrets or private blocks were removed, by kind (never the text itself)."
 
 
+class RelationView(BaseModel):
+    """A typed, weighted edge."""
+
+    id: str
+    source_id: PublicId
+    target_id: PublicId
+    type: str
+    weight: float
+    note: str | None
+    created_at: str
+
+
 class ObserveResult(BaseModel):
     """What memory_observe stored."""
 
@@ -231,6 +243,9 @@ class SmartSearchResult(BaseModel):
     actions: list[Action] = Field(default_factory=list)
     outcomes: list[Outcome] = Field(default_factory=list)
     mistake_cards: list[MistakeCard] = Field(default_factory=list)
+    relations: list[RelationView] = Field(
+        default_factory=list, description="Edges asked for by id, between the records as memory_related lists them."
+    )
     missing: list[str] = Field(default_factory=list, description="Requested ids that do not exist here.")
 
 

@@ -73,6 +73,14 @@ class RelationRepository(Repository):
         )
         return None if row is None else _relation(row)
 
+    async def get_many(self, ids: Sequence[str], project: str) -> list[Relation]:
+        """The project's edges among `ids`, in the order asked for."""
+        rows = await self.fetch_in(
+            f"SELECT {_COLUMNS} FROM relations WHERE +project = ? AND id IN ({{ids}})", ids, (project,)
+        )
+        by_id = {r["id"]: _relation(r) for r in rows}
+        return [by_id[i] for i in ids if i in by_id]
+
     async def between(
         self, project: str, sources: Sequence[str], targets: Sequence[str], type_: str
     ) -> Relation | None:

@@ -28,8 +28,8 @@ from mcp_memory.errors import InvalidInputError
 from mcp_memory.ids import new_id
 from mcp_memory.models.learning import LessonView
 from mcp_memory.models.loop import ReflectResult, SummarySource
-from mcp_memory.models.organising import RelationView
 from mcp_memory.models.records import Lesson, Observation, Outcome, Relation
+from mcp_memory.models.results import RelationView
 from mcp_memory.privacy import says_something
 from mcp_memory.repositories.memories import MemoryRepository
 from mcp_memory.repositories.meta import MetaRepository

@@ -6,9 +6,10 @@ from collections.abc import Sequence
 
 from mcp_memory.db import Conn, Tx
 from mcp_memory.errors import InvalidInputError, NotFoundError
-from mcp_memory.ids import kind_of, new_id
-from mcp_memory.models.organising import RelatedNode, RelatedResult, RelateResult, RelationView
+from mcp_memory.ids import kind_of, new_id, public_id
+from mcp_memory.models.organising import RelatedNode, RelatedResult, RelateResult
 from mcp_memory.models.records import Relation
+from mcp_memory.models.results import RelationView
 from mcp_memory.repositories.forgotten import ForgottenRepository
 from mcp_memory.repositories.memories import MemoryRepository
 from mcp_memory.repositories.relations import RecordNames, RelationRepository
@@ -28,6 +29,19 @@ def relation_view(r: Relation) -> RelationView:
         id=r.id, source_id=r.source_id, target_id=r.target_id, type=r.type, weight=r.weight, note=r.note,
         created_at=r.created_at,
     )  # fmt: skip
+
+
+async def relation_views(conn: Conn, project: str, relations: Sequence[Relation]) -> list[RelationView]:
+    """Relations as tools show them: between the nodes `memory_related` lists, a memory by its latest
+    version's id, whichever version the edge was made on."""
+    versions = MemoryNodes(MemoryRepository(conn), project)
+    await versions.learn([end for r in relations for end in (r.source_id, r.target_id)])
+    return [
+        relation_view(
+            r.model_copy(update={"source_id": versions.node(r.source_id), "target_id": versions.node(r.target_id)})
+        )
+        for r in relations
+    ]
 
 
 DROPPED_ENDS = "dropped relation ends"
@@ -96,12 +110,13 @@ class RelationService(Service):
         self, project: str, source_id: str, target_id: str, type_: str, weight: float, note: str | None
     ) -> RelateResult:
         """Store an edge between two records of the project (or global lessons and slots)."""
-        if source_id == target_id:
-            raise InvalidInputError("target_id", "must differ from source_id")
         scrub = self.scrubber()
         now = self.now_iso()
         async with self.db.transaction("memory_relate", project=project) as tx:
+            # compared as stored: a session named by its caller's name and by its stored id is one record
             source_id, target_id = [await _stored_id(tx, project, i) for i in (source_id, target_id)]
+            if source_id == target_id:
+                raise InvalidInputError("target_id", "must differ from source_id")
             names = await RecordNames(tx).describe([source_id, target_id], [project, GLOBAL_PROJECT])
             for field, record_id in (("source_id", source_id), ("target_id", target_id)):
                 if record_id not in names:
@@ -135,7 +150,8 @@ class RelationService(Service):
             stored = await repo.get(relation.source_id, relation.target_id, type_, project)
             assert stored is not None
             tx.changed("relation", stored.id, "create" if created else "update")
-        return RelateResult(relation=relation_view(stored), created=created, redacted=scrub.summary())
+            (view,) = await relation_views(tx, project, [stored])
+        return RelateResult(relation=view, created=created, redacted=scrub.summary())
 
     async def related(
         self,
@@ -184,7 +200,17 @@ class RelationService(Service):
                 ring = list(best)
                 if not ring:
                     break
+            if ring:  # the last hop's nodes: their edges to each other (and back) are listed too
+                for edge in await repo.touching(project, [i for n in ring for i in versions.ids(n)], direction, types):
+                    edges[edge.id] = edge
+                await versions.learn([i for edge in edges.values() for i in (edge.source_id, edge.target_id)])
             described = await names.describe([r for r in reached if r != start], scopes)
+            # An edge as a node is titled by its ends as callers see them (not stored ids: an older
+            # version, a session's scoped id)
+            for edge in await repo.get_many([i for i, (kind, _) in described.items() if kind == "relation"], project):
+                (view,) = await relation_views(conn, project, [edge])
+                ends = f"{public_id(view.source_id)} -> {public_id(view.target_id)}"
+                described[edge.id] = ("relation", f"{edge.type}: {ends}")
         nodes = sorted(
             (
                 # a path's weight is a product: shown to 4 places (0.18, not 0.18000000000000002), ranked exact

@@ -20,6 +20,7 @@ from mcp_memory.repositories.lessons import LessonRepository
 from mcp_memory.repositories.memories import MemoryRepository
 from mcp_memory.repositories.observations import ObservationRepository
 from mcp_memory.repositories.outcomes import MistakeCardRepository, OutcomeRepository
+from mcp_memory.repositories.relations import RelationRepository
 from mcp_memory.repositories.sessions import SessionRepository
 from mcp_memory.repositories.slots import SlotRepository
 from mcp_memory.search.dates import blanked
@@ -30,6 +31,7 @@ from mcp_memory.services.common import GLOBAL_PROJECT, Deps, Service, epoch_or_n
 from mcp_memory.services.compress import compact_line, shorten
 from mcp_memory.services.fixes import pair_fixes
 from mcp_memory.services.lessons import LessonService
+from mcp_memory.services.relations import relation_views
 
 _Vector = npt.NDArray[np.float32]
 """A query's embedding."""
@@ -290,11 +292,13 @@ class SearchService(Service):
         into.mistake_cards = await MistakeCardRepository(conn).get_many(by_kind.get("mistake_card", []), project)
         sessions = SessionRepository(conn)
         into.sessions = [s for i in by_kind.get("session", []) if (s := await sessions.get_or_none(i, project))]
+        edges = await RelationRepository(conn).get_many(by_kind.get("relation", []), project)
+        into.relations = await relation_views(conn, project, edges)
         found = {
             public_id(r.id)  # a session asked for by its caller's name may be stored scoped
             for group in (
                 into.observations, into.memories, into.sessions, into.lessons, into.slots, into.actions,
-                into.outcomes, into.mistake_cards,
+                into.outcomes, into.mistake_cards, into.relations,
             )
             for r in group
         }  # fmt: skip
