@@ -136,3 +136,27 @@ async def test_copies_that_numbered_a_session_apart_come_to_the_same_positions(t
     }
     assert positions(on_a) == positions(on_b)
     assert again["updated"].get("sessions", 0) == 0
+
+
+async def test_a_session_forgotten_where_it_was_kept_apart_is_forgotten_where_it_has_its_name(
+    tmp_path: Path,
+) -> None:
+    clock = FakeClock()
+    async with AsyncExitStack() as stack:
+        a, b = await machines(stack, tmp_path, clock, "a", "b")
+        await call(a, "memory_observe", content="Restored the replica queue.", session_id="chat", project="other")
+        await call(b, "memory_observe", content="Tuned the alert schema.", session_id="chat")  # b's "test" has it
+        clock.advance(hours=1)
+        await call(b, "memory_import", document=await export_document(a, all_projects=True))  # kept apart on b
+        clock.advance(hours=1)
+        gone = await call(b, "memory_forget", ids=["chat"], project="other")
+        clock.advance(hours=1)
+        imported = await call(a, "memory_import", document=await export_document(b, all_projects=True))
+        again = await call(a, "memory_import", document=await export_document(b, all_projects=True))
+        on_a = {p: (await call(a, "memory_sessions", status="all", project=p))["sessions"] for p in ("other", "test")}
+
+    assert gone["counts"]["session"] == 1
+    assert on_a["other"] == []  # its observation and the session itself
+    assert [s["id"] for s in on_a["test"]] == ["chat"]  # b's own, kept apart here in turn
+    assert imported["forgotten"] == 2
+    assert again["forgotten"] == 0

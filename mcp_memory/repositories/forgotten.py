@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
 
+from mcp_memory.ids import kind_of, public_id, scoped_session_id
 from mcp_memory.repositories.base import ID_CHUNK, Repository, chunked, placeholders
 from mcp_memory.repositories.relations import table_of
 
@@ -61,13 +62,19 @@ class ForgottenRepository(Repository):
                 table_ids,
             )
             found.update((str(r[0]), str(r[1])) for r in rows)
-        for stored_id, noted_id in sorted((noted_as or {}).items()):
+        # A session forgotten on a copy that kept it apart (scoped, its name being another project's
+        # there) is noted by that id; here its project may hold it under the bare name.
+        bare = sorted((public_id(i), i) for i in ids if kind_of(i) is None and public_id(i) != i and i not in found)
+        for stored_id, noted_id in [*sorted((noted_as or {}).items()), *bare]:
             row = await self.conn.fetchone(
                 f"SELECT t.project FROM {table_of(stored_id)} t JOIN forgotten f ON f.id = ? "
                 "WHERE t.id = ? AND t.project = f.project AND t.created_at <= f.forgotten_at",
                 (noted_id, stored_id),
             )
-            if row is not None:
+            # a scoped id names its project: a note of another project's session by that name is not this one's
+            if row is not None and (
+                public_id(noted_id) == noted_id or scoped_session_id(stored_id, str(row[0])) == noted_id
+            ):
                 found[stored_id] = str(row[0])
         return found
 

@@ -79,8 +79,12 @@ class ImportScope:
         relation made on two machines alike) taken as that record; and rows naming either pointed at
         the id it is stored under (a table comes after those its rows name, in an export)."""
         if spec.name == "sessions":
-            ids = [r.id for r in records if isinstance(r, Session)]
-            owners = await repo.owners("sessions", ids + sorted({public_id(i) for i in ids if SCOPE_MARK in i}))
+            sessions = [r for r in records if isinstance(r, Session)]
+            ids = [r.id for r in sessions]
+            scoped = [scoped_session_id(r.id, r.project) for r in sessions if SCOPE_MARK not in r.id]
+            owners = await repo.owners(
+                "sessions", ids + sorted({public_id(i) for i in ids if SCOPE_MARK in i}) + scoped
+            )
             return [self._scope(r, owners) if isinstance(r, Session) else r for r in records]
         if self._renamed:
             columns = [column for column, table in spec.refs if table in ("sessions", None)]
@@ -122,18 +126,21 @@ class ImportScope:
         return record.model_copy(update=update) if update else record
 
     def _scope(self, session: Session, owners: dict[str, str]) -> Session:
-        """A session row, under its scoped id when another project holds its name; under its name
-        when it was scoped on the copy it comes from but here its own project holds the name (one
-        conversation, stored under its name on one machine and scoped on another, stays one)."""
+        """A session row, under its scoped id when another project holds its name (or held it when an
+        earlier import kept this one apart); under its name when it was scoped on the copy it comes
+        from but here its own project holds the name (one conversation, stored under its name on one
+        machine and scoped on another, stays one)."""
         if SCOPE_MARK in session.id:
             name = public_id(session.id)
             if owners.get(name) == session.project and session.id not in owners:
                 self._renamed[(session.project, session.id)] = name
                 return session.model_copy(update={"id": name})
             return session
-        if owners.get(session.id, session.project) == session.project:
-            return session
         scoped = scoped_session_id(session.id, session.project)
+        # kept apart here by an earlier import, its name since freed (that project's session forgotten)
+        kept_apart = session.id not in owners and owners.get(scoped) == session.project
+        if owners.get(session.id, session.project) == session.project and not kept_apart:
+            return session
         self._renamed[(session.project, session.id)] = scoped
         self.noted_as[scoped] = session.id  # a note of its forget here knows it by its name
         return session.model_copy(update={"id": scoped})
