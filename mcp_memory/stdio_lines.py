@@ -176,8 +176,10 @@ class AnsweredMessages:
             # The end of stdin ends the session, and the SDK then cancels what is still running:
             # a client that writes its requests and closes stdin (as the spec's shutdown begins)
             # would lose calls the server had read whole. They are answered first.
-            if self._before_end is not None:
-                await self._before_end()
+            # Once: the SDK may read on after the end (it does when stdin closes before any request).
+            ending, self._before_end = self._before_end, None
+            if ending is not None:
+                await ending()
             raise StopAsyncIteration from None
 
     async def __aenter__(self) -> AnsweredMessages:

@@ -300,3 +300,10 @@ def test_options_of_the_http_transports_are_said_to_do_nothing_under_stdio(tmp_p
     assert (plain.returncode, given.returncode) == (0, 0)  # stdin closes at once: served, then done
     assert warned not in plain.stderr
     assert warned in given.stderr
+
+
+def test_stdin_closed_before_any_request_is_said_once(tmp_path: Path) -> None:
+    (done,) = run_clis([(("--db", str(tmp_path / "m.db")), None)])
+
+    assert done.returncode == 0
+    assert done.stderr.count("stdin closed; finishing 0 call(s) in flight") == 1
