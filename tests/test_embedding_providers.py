@@ -141,14 +141,14 @@ def test_invalid_vectors_raise(answer: Any, message: str) -> None:
     assert provider.dim is None
 
 
-def test_dimension_must_not_change_between_calls() -> None:
+def test_a_new_length_is_taken_as_another_model_behind_the_name() -> None:
+    # the embedder then drops the old vectors and embeds every record again (test_embedding_worker.py)
     provider = Scripted(np.ones((1, 4)), np.ones((1, 5)))
     assert provider.dim is None
     provider.embed(["a"])
     assert provider.dim == 4
-    with pytest.raises(EmbeddingError, match="5 dimensions, expected 4"):
-        provider.embed(["b"])
-    assert provider.dim == 4
+    assert provider.embed(["b"]).shape == (1, 5)
+    assert provider.dim == 5
 
 
 def test_rows_are_normalised_and_zero_rows_stay_zero() -> None:

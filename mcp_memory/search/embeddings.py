@@ -32,7 +32,15 @@ _INSTALL_HINT = (
 
 
 class EmbeddingError(Exception):
-    """A provider could not produce vectors; the message says what failed and where, never a secret."""
+    """A provider could not produce vectors; the message says what failed and where, never a secret.
+
+    `unreachable`: the model could not be reached, loaded or did not answer (a refused connection, a
+    timeout, a server error): no text of the batch is to blame, so splitting the batch cannot help.
+    """
+
+    def __init__(self, message: str, *, unreachable: bool = False) -> None:
+        super().__init__(message)
+        self.unreachable = unreachable
 
 
 class EmbeddingProvider(ABC):
@@ -45,7 +53,8 @@ class EmbeddingProvider(ABC):
 
     @property
     def dim(self) -> int | None:
-        """Vector length, once known (up front for some providers, else after the first successful embed)."""
+        """Vector length, once known (up front for some providers, else from the first successful embed); the
+        latest embed's, should the model behind the name change (its old vectors are then replaced)."""
         return self._dim
 
     def __repr__(self) -> str:
@@ -70,6 +79,8 @@ class EmbeddingProvider(ABC):
         except Exception as exc:
             raise EmbeddingError(f"{self.name}: embedding failed: {type(exc).__name__}: {exc}") from exc
         rows = self._validate(raw, len(batch))
+        # Another length than before means another model behind the name (a re-pulled Ollama tag): the
+        # embedder sees the new length and embeds every record again, rather than failing for good.
         self._dim = rows.shape[1]
         return rows
 
@@ -84,9 +95,6 @@ class EmbeddingProvider(ABC):
             raise EmbeddingError(f"{self.name}: got {rows.shape[0]} vectors for {count} texts")
         if rows.shape[1] < 1:
             raise EmbeddingError(f"{self.name}: vectors are empty")
-        if self._dim is not None and rows.shape[1] != self._dim:
-            # Vectors of different lengths cannot be compared; the model behind the name must have changed.
-            raise EmbeddingError(f"{self.name}: vectors have {rows.shape[1]} dimensions, expected {self._dim}")
         if not np.isfinite(rows).all():
             raise EmbeddingError(f"{self.name}: vectors contain NaN or infinite values")
         # Scale by the largest component first so squaring huge (but finite) values cannot overflow.
@@ -119,14 +127,16 @@ class SentenceTransformerProvider(EmbeddingProvider):
                 module = importlib.import_module("sentence_transformers")
             except ImportError as exc:
                 raise EmbeddingError(
-                    f"{self.name}: sentence-transformers is not installed or does not import ({exc}); {_INSTALL_HINT}"
+                    f"{self.name}: sentence-transformers is not installed or does not import ({exc}); {_INSTALL_HINT}",
+                    unreachable=True,
                 ) from exc
             try:
                 model = module.SentenceTransformer(self.model, device=self.device)
             except Exception as exc:
                 raise EmbeddingError(
                     f"{self.name}: could not load model {self.model!r} on {self.device!r} (not a model folder, "
-                    f"or not downloadable and not cached - offline?): {type(exc).__name__}: {str(exc)[:300]}"
+                    f"or not downloadable and not cached - offline?): {type(exc).__name__}: {str(exc)[:300]}",
+                    unreachable=True,
                 ) from exc
             dim = _model_dimension(model)
             if dim is not None:
@@ -215,15 +225,20 @@ class OpenAICompatibleProvider(EmbeddingProvider):
                 raw: bytes = response.read()
         except urllib.error.HTTPError as exc:
             detail = self._excerpt(_read_quietly(exc))
-            raise EmbeddingError(f"{self.name}: {where} answered HTTP {exc.code}: {detail}") from None
+            # 4xx but 429 is about the request (a text too long, say); 429 and 5xx about the server
+            busy = exc.code == 429 or exc.code >= 500
+            raise EmbeddingError(f"{self.name}: {where} answered HTTP {exc.code}: {detail}", unreachable=busy) from None
         except TimeoutError:
-            raise EmbeddingError(f"{self.name}: {where} did not answer within {self.timeout_s:g} s") from None
+            late = f"{self.name}: {where} did not answer within {self.timeout_s:g} s"
+            raise EmbeddingError(late, unreachable=True) from None
         except urllib.error.URLError as exc:
             if isinstance(exc.reason, TimeoutError):
-                raise EmbeddingError(f"{self.name}: {where} did not answer within {self.timeout_s:g} s") from None
-            raise EmbeddingError(f"{self.name}: cannot reach {where}: {exc.reason}") from None
+                late = f"{self.name}: {where} did not answer within {self.timeout_s:g} s"
+                raise EmbeddingError(late, unreachable=True) from None
+            raise EmbeddingError(f"{self.name}: cannot reach {where}: {exc.reason}", unreachable=True) from None
         except (OSError, http.client.HTTPException) as exc:
-            raise EmbeddingError(f"{self.name}: connection to {where} failed: {type(exc).__name__}: {exc}") from None
+            failed = f"{self.name}: connection to {where} failed: {type(exc).__name__}: {exc}"
+            raise EmbeddingError(failed, unreachable=True) from None
         return self._parse(raw, len(batch))
 
     def _parse(self, raw: bytes, count: int) -> list[list[Any]]:

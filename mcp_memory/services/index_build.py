@@ -131,7 +131,7 @@ class IndexBuilder:
         index = self.indexer.index
         index.set_vocabulary(vocab)
         count = len(docs)
-        await _in_daemon_thread(index.load, docs)
+        await in_daemon_thread(index.load, docs)
         del docs  # the rows' transient fields: the index keeps only what it needs
         self.indexer.loaded(seen, max(vocab.values(), default=0))
         await self._finish_build(db, "rebuild")
@@ -175,8 +175,8 @@ class IndexBuilder:
                 if unfit is not None:
                     logger.info("index cache not used (%s): rebuilding the index", unfit)
                     return None
-                state = await _in_daemon_thread(CacheReader.state, reader)
-            await _in_daemon_thread(self.indexer.index.restore, state)
+                state = await in_daemon_thread(CacheReader.state, reader)
+            await in_daemon_thread(self.indexer.index.restore, state)
             del state
         except Exception as exc:  # a damaged file must never keep the server from starting
             log = logger.info if isinstance(exc, CacheError) else logger.warning
@@ -223,7 +223,7 @@ class IndexBuilder:
             stamp = await MetaRepository(conn).audit_stamp(seq)
         if stamp is None:  # the database was replaced under us
             return False
-        state, unused = await _in_daemon_thread(_grouped_and_unused, state)
+        state, unused = await in_daemon_thread(_grouped_and_unused, state)
         # Another process may have deleted words this one still knows (their last records were
         # dropped there): they must not reach the disk, nor stay in memory.
         dead: dict[str, int] = {}
@@ -233,7 +233,7 @@ class IndexBuilder:
             dead = {term: term_id for term, term_id in unused.items() if term_id not in stored}
             self.indexer.forget_terms(dead)
         header = CacheHeader(FORMAT, ANALYZER_VERSION, self.indexer.index.zone.key, seq, stamp, mark, state.doc_count)
-        temporary = await _in_daemon_thread(lambda st: write_cache(plan.path, header, _without(st, dead)), state)
+        temporary = await in_daemon_thread(lambda st: write_cache(plan.path, header, _without(st, dead)), state)
         del state
         async with db.read() as conn:
             forgotten = await MetaRepository(conn).action_since(seq, FORGET_ACTION)
@@ -258,9 +258,10 @@ _T = TypeVar("_T")
 _R = TypeVar("_R")
 
 
-async def _in_daemon_thread(fn: Callable[[_T], _R], arg: _T) -> _R:
+async def in_daemon_thread(fn: Callable[[_T], _R], arg: _T, name: str = "mcp-memory-index-load") -> _R:
     """Run `fn(arg)` in a thread of its own; a daemon, so that a process told to stop while a large
-    index loads exits at once instead of joining it (anyio's worker threads are joined at exit)."""
+    index loads (or a model answers) exits at once instead of joining it (anyio's worker threads are
+    joined at exit). A cancelled caller abandons the thread, whose result is then dropped."""
     loop = asyncio.get_running_loop()
     done: asyncio.Future[_R] = loop.create_future()
 
@@ -281,7 +282,7 @@ async def _in_daemon_thread(fn: Callable[[_T], _R], arg: _T) -> _R:
         with contextlib.suppress(RuntimeError):  # the loop has closed: the process is stopping
             loop.call_soon_threadsafe(settle, result, error)
 
-    threading.Thread(target=work, name="mcp-memory-index-load", daemon=True).start()
+    threading.Thread(target=work, name=name, daemon=True).start()
     return await done
 
 
