@@ -310,7 +310,7 @@ class OperationsService(Service):
         """After the last row: the checks across rows, memory chains that grew apart joined, and
         the sessions written to settled."""
         # The sessions as the rows put them, before their observations are settled and forgets applied
-        settling = {s.id: s for s in await SessionRepository(tx).get_many(sorted(tally.sessions))}
+        settling = await _stamps(tx, sorted(tally.sessions))
         # An action whose row the document's replaced depends on what the document says, no more.
         written = [action_id for action_id, was_written in tally.actions.items() if was_written]
         for action_id, dep in await ArchiveRepository(tx).drop_dependencies(written, tally.dependencies):
@@ -436,7 +436,18 @@ async def _upsert(
     return [UpsertResult(False, False) if s else next(written) for s in stale]
 
 
-async def _keep_stamps(tx: Tx, settling: Mapping[str, Session]) -> None:
+async def _stamps(tx: Tx, session_ids: Sequence[str]) -> dict[str, tuple[str, int]]:
+    """Each session's change stamp and a hash of the rest of its row (a large import settles many:
+    their rows, digests and summaries included, are not all held at once)."""
+    found: dict[str, tuple[str, int]] = {}
+    sessions = SessionRepository(tx)
+    for start in range(0, len(session_ids), SESSION_CHUNK):
+        for session in await sessions.get_many(session_ids[start : start + SESSION_CHUNK]):
+            found[session.id] = (session.updated_at, hash(tuple(session.model_dump(exclude={"updated_at"}).values())))
+    return found
+
+
+async def _keep_stamps(tx: Tx, settling: Mapping[str, tuple[str, int]]) -> None:
     """Give back its stamp to each session the import's last steps left as its rows put it.
 
     Settling counts a row written only to be forgotten again, and the forget takes it off: the
@@ -444,10 +455,10 @@ async def _keep_stamps(tx: Tx, settling: Mapping[str, Session]) -> None:
     change it every time, and two copies would pass the row back and forth at every exchange.
     """
     sessions = SessionRepository(tx)
-    for session in await sessions.get_many(list(settling)):
-        was = settling[session.id]
-        if session.updated_at != was.updated_at and session.model_copy(update={"updated_at": was.updated_at}) == was:
-            await sessions.restamp(session.id, was.updated_at)
+    for session_id, (stamp, content) in (await _stamps(tx, list(settling))).items():
+        stamped, held = settling[session_id]
+        if stamp != stamped and content == held:
+            await sessions.restamp(session_id, stamped)
 
 
 def _identity(record: BaseModel) -> tuple[str, str, str]:
