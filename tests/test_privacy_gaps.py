@@ -275,6 +275,9 @@ def test_ordinary_fullwidth_cjk_and_invisible_characters_are_left_alone(text: st
         ("groq_key", "gs" + "k_" + "A1b2C3d4" * 7),
         ("vault_token", "hv" + "s." + "CAESIJ3kd9x" * 4),
         ("age_secret_key", "AGE-SECRET-" + "KEY-1" + "QYZ2" * 14 + "QQ"),
+        ("twilio_key", "S" + "K" + "0a1b2c3d" * 4),
+        ("mailgun_key", "ke" + "y-" + "3f9a1c2e" * 4),
+        ("atlassian_token", "ATA" + "TT3x" + "FfGF0" * 36 + "=A1B2C3D4"),
     ],
 )
 def test_more_provider_formats_are_redacted_under_their_kind(kind: str, secret: str) -> None:
@@ -295,6 +298,10 @@ def test_more_provider_formats_are_redacted_under_their_kind(kind: str, secret: 
         "hvs.short",
         "use age-keygen to make an AGE-SECRET-KEY-1 line",
         "commit 3f9a1c2e8b7d6a5f4e3d2c1b0a9f8e7d6c5b4a39 fixes the pager",
+        "TASK" + "0a1b2c3d" * 4,
+        "SKU" + "0a1b2c3d" * 4,
+        "monkey-" + "3f9a1c2e" * 4,
+        "ATATT3 is how Atlassian tokens start",
     ],
 )
 def test_provider_look_alikes_are_left_exactly_as_they_are(text: str) -> None:

@@ -150,6 +150,11 @@ _SPECIFIC = (
     _rule("sendgrid_key", _token(r"SG\.", 3, rf"{_B64}{{22}}\.{_B64}{{43}}(?!{_B64})", _DISTINCT), needles=("sg.",)),
     _rule("digitalocean_token", _token("do[opr]_v1_", 7, "[a-f0-9]{64}(?![A-Za-z0-9])", _DISTINCT), needles=("_v1_",)),
     _rule("groq_key", _token("gsk_", 4, "[A-Za-z0-9]{48,64}(?![A-Za-z0-9])"), _mixed, ("gsk_",)),
+    # Twilio API key secrets' ids (SK + 32 hex) and Mailgun's older private keys (key- + 32 hex).
+    _rule("twilio_key", _token("SK", 2, "[0-9a-f]{32}(?![A-Za-z0-9])", _DISTINCT), _with_digit, ("sk",)),
+    _rule("mailgun_key", _token("key-", 4, "[0-9a-f]{32}(?![A-Za-z0-9])", _DISTINCT), _with_digit, ("key-",)),
+    # Atlassian (Jira, Confluence, Bitbucket) API tokens.
+    _rule("atlassian_token", _token("ATATT3", 6, "[A-Za-z0-9_=-]{100,400}", _DISTINCT), needles=("atatt3",)),
     _rule("vault_token", _token(r"hv[sb]\.", 4, _B64 + "{24,512}", _DISTINCT), _with_digit, ("hvs.", "hvb.")),
     # age's secret keys are Bech32, in upper case; their needle is one already looked for.
     _rule("age_secret_key", _token("AGE-SECRET-KEY-1", 16, "[02-9AC-HJ-NP-Z]{58}", _DISTINCT), needles=("secret",)),
