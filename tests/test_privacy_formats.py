@@ -124,6 +124,22 @@ GOOGLE_OAUTH_LONG = "ya29" + "." + "a0AfB_byC" + "Xk9-Lm2Qp7Rt" * 12
             "redis-cli -h cache -a [REDACTED:password_assignment] --no-auth-warning ping",
             "password_assignment",
         ),
+        # Samba's clients take `user%password` after -U or --user.
+        (
+            "smbclient //files/share -U alice%" + "S3cretPw" + " -c ls",
+            "smbclient //files/share -U alice%[REDACTED:password_assignment] -c ls",
+            "password_assignment",
+        ),
+        (
+            "smbclient //files/share --user='CORP\\alice%" + "S3c ret" + "'",
+            "smbclient //files/share --user='CORP\\alice%[REDACTED:password_assignment]'",
+            "password_assignment",
+        ),
+        (
+            "net rpc shutdown -U admin%" + "Adm1nPw" + " -I 10.0.0.2",
+            "net rpc shutdown -U admin%[REDACTED:password_assignment] -I 10.0.0.2",
+            "password_assignment",
+        ),
         # A Google OAuth access token is not a dotted code reference.
         ("access token: " + GOOGLE_OAUTH, "access token: [REDACTED:google_oauth_token]", "google_oauth_token"),
         # …and neither is any other dotted value with a random-looking part.
@@ -244,6 +260,10 @@ def test_provider_token_is_redacted_whole_in_any_context(kind: str, secret: str)
         "sshpass -f ~/.pw ssh host",
         'sshpass -p "$SSHPASS" ssh host',
         "redis-cli -a $REDIS_PASSWORD ping",
+        "smbclient //files/share -U alice",
+        "smbclient -L files -U guest%",
+        "smbclient //files/share -U alice%$SMB_PASSWORD",
+        "the net effect: 50% done with -U set",
         # Near misses of the provider formats.
         "hf_hub_download(repo_id='x', filename='config.json')",
         "hf_" + "abcdefghijklmnopqrstuvwxyzabcdefgh",

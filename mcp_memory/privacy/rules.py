@@ -22,6 +22,7 @@ from mcp_memory.privacy.values import (
     _prose_value,
     _scheme_token,
     _user_password,
+    _user_percent_password,
     _whole,
     _with_digit,
     _yaml_values,
@@ -84,6 +85,12 @@ _USER_PASSWORD = (
     r"""(?:"(?P<dq>[^"\n:]{0,256}:[^"\n]{0,1000})"|'(?P<sq>[^'\n:]{0,256}:[^'\n]{0,1000})'"""
     r"""|(?P<uq>[^\s"':]{0,256}:[^\s]{0,1000}))"""
 )
+# The same with Samba's `%` between them (`smbclient -U 'DOMAIN\\alice%pw'`).
+_USER_PERCENT_PASSWORD = (
+    r"""(?:"(?P<dq>[^"\n%]{0,256}%[^"\n]{0,1000})"|'(?P<sq>[^'\n%]{0,256}%[^'\n]{0,1000})'"""
+    r"""|(?P<uq>[^\s"'%]{0,256}%[^\s]{0,1000}))"""
+)
+_SAMBA_CLIENTS = ("smbclient", "rpcclient", "smbcacls", "smbget", "smbtree", "net rpc", "net ads")
 
 
 _B64 = "[A-Za-z0-9_-]"
@@ -230,6 +237,12 @@ _GENERIC = (
         ("mysql", "mariadb"),
     ),
     _rule("password_assignment", _command(("sshpass",), "-p[ \t]*", _CLI_VALUE), _cli_value, ("sshpass",)),
+    _rule(
+        "password_assignment",
+        _command(_SAMBA_CLIENTS, r"(?:-U[ \t]*|--user(?:=|[ \t]+))", _USER_PERCENT_PASSWORD),
+        _user_percent_password,
+        ("smb", "rpcclient", "net "),
+    ),
     _rule("password_assignment", _command(("redis-cli",), "-a[ \t]+", _CLI_VALUE), _cli_value, ("redis-cli",)),
     # `docker login -p X` (`docker run -p 8080:80` is a port, so only after `login`); `mongosh -p X`.
     _rule("password_assignment", _command(_LOGINS, "-p[ \t]*", _CLI_VALUE), _cli_value, ("login",)),

@@ -134,8 +134,17 @@ def _cli_value(m: re.Match[str]) -> _Span:
 
 def _user_password(m: re.Match[str]) -> _Span:
     """The password of a `user:password` pair (`curl -u`), the user kept; none when only a user is given."""
+    return _after_user(m, ":")
+
+
+def _user_percent_password(m: re.Match[str]) -> _Span:
+    """The password of a `user%password` pair (Samba's `-U`), the user kept; none when only a user is given."""
+    return _after_user(m, "%")
+
+
+def _after_user(m: re.Match[str], separator: str) -> _Span:
     name = next(n for n in ("dq", "sq", "uq") if m.group(n) is not None)
-    user, _, password = m.group(name).partition(":")
+    user, _, password = m.group(name).partition(separator)
     quoted = name != "uq"
     if not _is_secret(password if quoted else password.rstrip(_TRAILING), quoted=quoted, strict=True):
         return None
