@@ -334,3 +334,17 @@ async def fill(client: Client, clock: FakeClock, n: int = 8) -> None:
             mistake_cards=[{"type": f"slip{i}", "correct_decision": f"reproduce flake {i} first"}],
         )  # fmt: skip
         await call(client, "memory_save", content=f"Fact {i}: component c{i} uses tables t{i} and q{i}.")
+
+
+async def test_a_global_lesson_saved_from_a_project_announces_that_projects_context_by_name(client: Client) -> None:
+    theirs = f"memory://context?project={quote('other', safe='')}"
+    watched = [theirs, "memory://context"]
+
+    async with client.listen(resource_subscriptions=watched) as subscription:
+        await call(
+            client, "memory_lesson_save", content="Always pin dependency versions", scope="global", project="other"
+        )
+        seen = await events_until(subscription, {ResourceUpdated(theirs), ResourceUpdated("memory://context")})
+
+    assert set(seen) == {ResourceUpdated(theirs), ResourceUpdated("memory://context")}
+    assert "Always pin dependency versions" in await resource_text(client, theirs)

@@ -16,7 +16,7 @@ import numpy.typing as npt
 
 from mcp_memory.clock import Clock, date_only, end_of_day, epoch, parse_moment, to_iso
 from mcp_memory.config import Settings
-from mcp_memory.db import Database
+from mcp_memory.db import Database, Tx
 from mcp_memory.errors import InvalidInputError
 from mcp_memory.ids import PREFIXES, kind_of
 from mcp_memory.privacy import PrivacyFilter, name_problem, says_something, without_markers
@@ -224,6 +224,21 @@ def _bound(field: str, value: str | None, zone: tzinfo) -> str | None:
         return to_iso(end_of_day(day, zone) if field == "until" else parse_moment(day, zone))
     except OverflowError:
         return to_iso(datetime.max if day.year == 9999 else datetime.min)
+
+
+_CALLER = "caller project"
+
+
+def note_caller(tx: Tx, project: str) -> None:
+    """Note the project of the caller whose write is of global records (the transaction's project):
+    those open its context too, so listeners to that project's resources hear of the write."""
+    tx.extra[_CALLER] = project
+
+
+def caller_project(tx: Tx) -> str | None:
+    """The caller's project noted by `note_caller`, if any."""
+    project = tx.extra.get(_CALLER)
+    return project if isinstance(project, str) else None
 
 
 def idle_cutoff(now: datetime, minutes: int) -> str:

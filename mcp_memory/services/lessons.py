@@ -22,7 +22,7 @@ from mcp_memory.repositories.lessons import Decay, LessonRepository, LessonStand
 from mcp_memory.repositories.meta import MetaRepository
 from mcp_memory.search.index import Hit, SearchFilter
 from mcp_memory.search.spelling import respell_query
-from mcp_memory.services.common import GLOBAL_PROJECT, TAG_CHARS, Deps, Service, normal_forms
+from mcp_memory.services.common import GLOBAL_PROJECT, TAG_CHARS, Deps, Service, normal_forms, note_caller
 from mcp_memory.services.index_docs import DocSpec
 from mcp_memory.services.lesson_identity import find_twin, fingerprint
 
@@ -162,6 +162,7 @@ class LessonService(Service):
         target = GLOBAL_PROJECT if scope == "global" else project
         agent = scrub.optional(agent_id or self.settings.agent_id)
         async with self.db.transaction("memory_lesson_save", actor=agent, project=target) as tx:
+            note_caller(tx, project)  # a global lesson changes the caller's context too: it is told of it
             lesson, created, restored, before = await self.learn(
                 tx,
                 target,

@@ -25,7 +25,7 @@ from pydantic import Field
 
 from mcp_memory.context import AppContext
 from mcp_memory.errors import MCPMemoryError, NotFoundError
-from mcp_memory.services.common import GLOBAL_PROJECT
+from mcp_memory.services.common import GLOBAL_PROJECT, caller_project
 from mcp_memory.services.operations import written_projects
 from mcp_memory.services.slots import written_slots
 from mcp_memory.tools._common import Ctx, Project, _argument_problem, app_of, text_safe
@@ -414,6 +414,9 @@ def changed_resources(tx: Tx, audience: Audience) -> list[ServerEvent]:
     shared = GLOBAL_PROJECT in writes or any(slot.scope == GLOBAL_PROJECT for slot in slots)
     unknown = None in writes and not audience.restricted
     scopes: list[str | None] = [None, audience.own] if shared or unknown else []
+    caller = caller_project(tx)
+    if shared and caller is not None and audience.hears_of(caller):
+        scopes.append(caller)  # a global record saved from a project: that project's context too, by name
     for project in writes:
         if project not in (None, GLOBAL_PROJECT):
             scopes += ([None] if project == audience.own else []) + ([project] if audience.hears_of(project) else [])
