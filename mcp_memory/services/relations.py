@@ -36,12 +36,7 @@ async def relation_views(conn: Conn, project: str, relations: Sequence[Relation]
     version's id, whichever version the edge was made on."""
     versions = MemoryNodes(MemoryRepository(conn), project)
     await versions.learn([end for r in relations for end in (r.source_id, r.target_id)])
-    return [
-        relation_view(
-            r.model_copy(update={"source_id": versions.node(r.source_id), "target_id": versions.node(r.target_id)})
-        )
-        for r in relations
-    ]
+    return [relation_view(versions.between_nodes(r)) for r in relations]
 
 
 DROPPED_ENDS = "dropped relation ends"
@@ -150,8 +145,10 @@ class RelationService(Service):
             stored = await repo.get(relation.source_id, relation.target_id, type_, project)
             assert stored is not None
             tx.changed("relation", stored.id, "create" if created else "update")
-            (view,) = await relation_views(tx, project, [stored])
-        return RelateResult(relation=view, created=created, redacted=scrub.summary())
+        # the versions of both ends are known: the edge stored is between two of them
+        return RelateResult(
+            relation=relation_view(versions.between_nodes(stored)), created=created, redacted=scrub.summary()
+        )
 
     async def related(
         self,
@@ -207,9 +204,10 @@ class RelationService(Service):
             described = await names.describe([r for r in reached if r != start], scopes)
             # An edge as a node is titled by its ends as callers see them (not stored ids: an older
             # version, a session's scoped id)
-            for edge in await repo.get_many([i for i, (kind, _) in described.items() if kind == "relation"], project):
-                (view,) = await relation_views(conn, project, [edge])
-                ends = f"{public_id(view.source_id)} -> {public_id(view.target_id)}"
+            titled = await repo.get_many([i for i, (kind, _) in described.items() if kind == "relation"], project)
+            await versions.learn([end for edge in titled for end in (edge.source_id, edge.target_id)])
+            for edge in map(versions.between_nodes, titled):
+                ends = f"{public_id(edge.source_id)} -> {public_id(edge.target_id)}"
                 described[edge.id] = ("relation", f"{edge.type}: {ends}")
         nodes = sorted(
             (
@@ -223,11 +221,10 @@ class RelationService(Service):
         )[:limit]
         kept = {n.id for n in nodes} | {start}
         shown = []
-        for edge in edges.values():
-            source, target = versions.node(edge.source_id), versions.node(edge.target_id)
-            if source != target and source in kept and target in kept:
+        for edge in map(versions.between_nodes, edges.values()):
+            if edge.source_id != edge.target_id and edge.source_id in kept and edge.target_id in kept:
                 # shown between the nodes as listed (a memory's latest version), whichever version it was made on
-                shown.append(relation_view(edge.model_copy(update={"source_id": source, "target_id": target})))
+                shown.append(relation_view(edge))
         return RelatedResult(start=start, nodes=nodes, edges=sorted(shown, key=lambda e: e.id))
 
 
@@ -250,6 +247,11 @@ class MemoryNodes:
     def node(self, record_id: str) -> str:
         """The node a record id stands for: a memory's latest version, any other record itself."""
         return self._latest.get(record_id, record_id)
+
+    def between_nodes(self, relation: Relation) -> Relation:
+        """The relation with each end the node it stands for (learned first)."""
+        ends = {"source_id": self.node(relation.source_id), "target_id": self.node(relation.target_id)}
+        return relation.model_copy(update=ends)
 
     def ids(self, node: str) -> list[str]:
         """Every stored id an edge of `node` may name."""
