@@ -92,6 +92,8 @@ def _run(argv: Sequence[str] | None) -> int:
     logger.info("database %s", settings.db)
     _warn_missing_embeddings(settings)
     _warn_http_only(settings)
+    if unknown := Settings.unknown_variables():
+        logger.warning("ignored, no such setting: %s", ", ".join(unknown))
 
     def announce(port: int) -> None:
         print(_banner(settings, port), file=sys.stderr, flush=True)  # noqa: T201 - the person starting it reads this

@@ -7,6 +7,7 @@ configuration table both come from the field list below.
 
 from __future__ import annotations
 
+import difflib
 import ipaddress
 import os
 import re
@@ -387,6 +388,21 @@ class Settings(BaseModel):
     def env_name(cls, field: str) -> str:
         """The environment variable of a field."""
         return ENV_PREFIX + field.upper()
+
+    @classmethod
+    def unknown_variables(cls, environ: Mapping[str, str] | None = None) -> list[str]:
+        """`MCP_MEMORY_*` variables that name no setting, each with the likeliest one it meant:
+        a misspelt `MCP_MEMORY_AUTH_TOKN` would otherwise leave a server silently unprotected."""
+        env = os.environ if environ is None else environ
+        known = [name.upper() for name in cls.model_fields]
+        found = []
+        for variable in sorted(env):
+            if not variable.upper().startswith(ENV_PREFIX) or variable[len(ENV_PREFIX) :] in known:
+                continue
+            # compared without the shared prefix, which would make every name look alike
+            near = difflib.get_close_matches(variable[len(ENV_PREFIX) :].upper(), known, n=1, cutoff=0.6)
+            found.append(f"{variable} (did you mean {ENV_PREFIX}{near[0]}?)" if near else variable)
+        return found
 
     @classmethod
     def resolve(cls, cli: Mapping[str, Any], environ: Mapping[str, str] | None = None) -> Settings:

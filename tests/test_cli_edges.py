@@ -292,14 +292,40 @@ def test_options_of_the_http_transports_are_said_to_do_nothing_under_stdio(tmp_p
     plain, given = run_clis(
         [
             (("--db", str(tmp_path / "a.db")), None),
-            (("--db", str(tmp_path / "b.db"), "--port", "9000"), {"MCP_MEMORY_AUTH_TOKEN": "s3cret-token-value"}),
+            (
+                ("--db", str(tmp_path / "b.db"), "--port", "9000"),
+                {"MCP_MEMORY_AUTH_TOKEN": "s3cret-token-value", "MCP_MEMORY_SESION_IDLE_MINUTES": "5"},
+            ),
         ]
     )
 
     warned = "--port, --auth-token: for --transport sse or streamable-http only; serving stdio, they are ignored"
+    misspelt = (
+        "ignored, no such setting: MCP_MEMORY_SESION_IDLE_MINUTES (did you mean MCP_MEMORY_SESSION_IDLE_MINUTES?)"
+    )
     assert (plain.returncode, given.returncode) == (0, 0)  # stdin closes at once: served, then done
     assert warned not in plain.stderr
+    assert "no such setting" not in plain.stderr
     assert warned in given.stderr
+    assert misspelt in given.stderr
+
+
+def test_variables_naming_no_setting_are_listed_with_the_likeliest_meant() -> None:
+    environ = {
+        "MCP_MEMORY_DB": "m.db",
+        "MCP_MEMORY_TOKEN": "t",
+        "MCP_MEMORY_AUTH_TOKN": "t",
+        "MCP_MEMORY_SOMETHING_ELSE": "1",
+        "mcp_memory_port": "9000",  # not read: variable names are case-sensitive
+        "PATH": "/bin",
+    }
+
+    assert Settings.unknown_variables(environ) == [
+        "MCP_MEMORY_AUTH_TOKN (did you mean MCP_MEMORY_AUTH_TOKEN?)",
+        "MCP_MEMORY_SOMETHING_ELSE",
+        "MCP_MEMORY_TOKEN (did you mean MCP_MEMORY_AUTH_TOKEN?)",
+        "mcp_memory_port (did you mean MCP_MEMORY_PORT?)",
+    ]
 
 
 def test_stdin_closed_before_any_request_is_said_once(tmp_path: Path) -> None:
