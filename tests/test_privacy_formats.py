@@ -140,6 +140,33 @@ GOOGLE_OAUTH_LONG = "ya29" + "." + "a0AfB_byC" + "Xk9-Lm2Qp7Rt" * 12
             "net rpc shutdown -U admin%[REDACTED:password_assignment] -I 10.0.0.2",
             "password_assignment",
         ),
+        # Apache's htpasswd takes the password last with -b: after the file and user, or the user alone with -n.
+        (
+            "htpasswd -bc /etc/nginx/.htpasswd admin " + "S3cretPw",
+            "htpasswd -bc /etc/nginx/.htpasswd admin [REDACTED:password_assignment]",
+            "password_assignment",
+        ),
+        (
+            "htpasswd -nb admin '" + "S3c ret" + "' > users",
+            "htpasswd -nb admin '[REDACTED:password_assignment]' > users",
+            "password_assignment",
+        ),
+        (
+            "htpasswd -B -C 12 -b users bob " + "Hunter22" + " && echo ok",
+            "htpasswd -B -C 12 -b users bob [REDACTED:password_assignment] && echo ok",
+            "password_assignment",
+        ),
+        # Windows' net use: the password after the share, or after /user:NAME.
+        (
+            "net use Z: \\\\files\\share " + "S3cretPw" + " /user:CORP\\alice",
+            "net use Z: \\\\files\\share [REDACTED:password_assignment] /user:CORP\\alice",
+            "password_assignment",
+        ),
+        (
+            "NET USE \\\\files\\share /user:alice " + "S3cretPw" + " /persistent:no",
+            "NET USE \\\\files\\share /user:alice [REDACTED:password_assignment] /persistent:no",
+            "password_assignment",
+        ),
         # A Google OAuth access token is not a dotted code reference.
         ("access token: " + GOOGLE_OAUTH, "access token: [REDACTED:google_oauth_token]", "google_oauth_token"),
         # …and neither is any other dotted value with a random-looking part.
@@ -281,6 +308,13 @@ def test_provider_token_is_redacted_whole_in_any_context(kind: str, secret: str)
         "Authorization: Token required",
         "whsec_ prefix marks a webhook secret",
         "[REDACTED:url_password] [REDACTED:basic_auth] stay as they are",
+        # htpasswd without -b prompts: the last word is the user; net use with * prompts too.
+        "htpasswd -c .htpasswd admin",
+        "htpasswd -n bob",
+        "htpasswd -D users bob",
+        "net use Z: \\\\files\\share * /user:alice",
+        "net use Z: \\\\files\\share /user:alice /persistent:yes",
+        "net use Z: /delete",
     ],
 )
 def test_look_alikes_are_left_exactly_as_they_are(text: str) -> None:
@@ -339,6 +373,7 @@ def _every_rule_runs(monkeypatch: pytest.MonkeyPatch) -> PrivacyFilter:
         "Db_Pass=" + "S3cret99x",
         "Api Key: " + "12345678",
         "secret_KEY_base=" + "9f8e7d6c5b4a3928",
+        "Net Use \\\\a\\b x NET USE \\\\files\\share " + "S3cretPw",
     ],
 )
 def test_skipping_rules_by_their_needles_changes_no_result(text: str, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -352,6 +387,7 @@ def test_adversarial_command_lines_clean_in_linear_time() -> None:
     # quadratic on these; linear cleaning takes well under a second for each.
     start = time.process_time()
     units = ["curl ", "curl -u ", "curl " + "x" * 60 + " ", "mysql -p", "curl \\\n", "curl &", "a_pass ", "api key "]
+    units += ["htpasswd -b -c ", "net use \\\\a\\b /user:x "]
     for unit in units:
         F.clean(unit * (300_000 // len(unit)))
     assert time.process_time() - start < 10.0
@@ -362,7 +398,8 @@ FRAGMENTS = [
     "curl", "mysql", "redis-cli", "sshpass", " ", " -u ", "-u", " -p", "-p", " -a ", "--user ", "\\\n", "\n", "|",
     "&&", "&", ";", ":", "=", "'", '"', "$USER", "admin", "hunter2", "://", "://:", "@", "_PASS", "_pass", "--pass",
     "DB", "API key", " is ", "SECRET_KEY_BASE", "ya29.", "a0AfH6SMBxyz123", "hf_", "npm_", "pypi-AgE", "SG.",
-    "Ab1" * 12, "[REDACTED:basic_auth]", "[REDACTED:x]", HUGGINGFACE, SENDGRID,
+    "Ab1" * 12, "[REDACTED:basic_auth]", "[REDACTED:x]", HUGGINGFACE, SENDGRID, "htpasswd", " -nb ", " -b ", "net use",
+    "NET USE", " \\\\srv\\share ", "/user:x ", " * ",
 ]
 # fmt: on
 

@@ -15,6 +15,7 @@ from mcp_memory.privacy.values import (
     _bearer,
     _cli_value,
     _group,
+    _htpasswd,
     _input_value,
     _mixed,
     _Pick,
@@ -90,6 +91,9 @@ _USER_PERCENT_PASSWORD = (
     r"""(?:"(?P<dq>[^"\n%]{0,256}%[^"\n]{0,1000})"|'(?P<sq>[^'\n%]{0,256}%[^'\n]{0,1000})'"""
     r"""|(?P<uq>[^\s"'%]{0,256}%[^\s]{0,1000}))"""
 )
+_HTPASSWD_FLAGS = r"(?P<flags>(?:-[A-Za-z]{1,8}(?:(?<=[Cr])[ \t]+\d{1,3})?[ \t]+){1,4})"
+# A `net use` password: not a `/switch`, a `*` (which prompts) or another `\\server` path.
+_NET_USE_VALUE = r"""(?:"(?P<dq>[^"\n]{1,1000})"|'(?P<sq>[^'\n]{1,1000})'|(?P<uq>[^\s"'/*\\][^\s]{0,1000}))"""
 _SAMBA_CLIENTS = ("smbclient", "rpcclient", "smbcacls", "smbget", "smbtree", "net rpc", "net ads")
 
 
@@ -242,6 +246,25 @@ _GENERIC = (
         _command(_SAMBA_CLIENTS, r"(?:-U[ \t]*|--user(?:=|[ \t]+))", _USER_PERCENT_PASSWORD),
         _user_percent_password,
         ("smb", "rpcclient", "net "),
+    ),
+    # Apache's `htpasswd -b FILE USER PASSWORD` (`-nb USER PASSWORD` prints instead); -C and -r take a number.
+    *(
+        _rule(
+            "password_assignment",
+            _command(
+                ("htpasswd",), _HTPASSWD_FLAGS + rf"(?:[^\s-]\S{{0,1000}}[ \t]+){{{1 if printed else 2}}}", _CLI_VALUE
+            ),
+            _htpasswd(printed),
+            ("htpasswd",),
+        )
+        for printed in (True, False)
+    ),
+    # Windows' `net use \\server\share PASSWORD /user:NAME`, or the password after `/user:NAME`.
+    _rule(
+        "password_assignment",
+        _command(("net use", "NET USE"), r"(?:\\\\[^\s\\]{1,255}\\\S{1,1000}|/user:\S{1,300})[ \t]+", _NET_USE_VALUE),
+        _cli_value,
+        ("net use",),
     ),
     _rule("password_assignment", _command(("redis-cli",), "-a[ \t]+", _CLI_VALUE), _cli_value, ("redis-cli",)),
     # `docker login -p X` (`docker run -p 8080:80` is a port, so only after `login`); `mongosh -p X`.

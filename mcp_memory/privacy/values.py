@@ -132,6 +132,17 @@ def _cli_value(m: re.Match[str]) -> _Span:
     return _unquoted(m, strict=True)
 
 
+def _htpasswd(printed: bool) -> _Pick:
+    """The password `htpasswd -b` takes last: after the file and the user, or (`printed`, with `-n`)
+    after the user alone. Without -b htpasswd prompts, and the last word is the user."""
+
+    def pick(m: re.Match[str]) -> _Span:
+        letters = m.group("flags")
+        return _cli_value(m) if "b" in letters and ("n" in letters) == printed else None
+
+    return pick
+
+
 def _user_password(m: re.Match[str]) -> _Span:
     """The password of a `user:password` pair (`curl -u`), the user kept; none when only a user is given."""
     return _after_user(m, ":")
