@@ -167,6 +167,23 @@ GOOGLE_OAUTH_LONG = "ya29" + "." + "a0AfB_byC" + "Xk9-Lm2Qp7Rt" * 12
             "NET USE \\\\files\\share /user:alice [REDACTED:password_assignment] /persistent:no",
             "password_assignment",
         ),
+        # A map under a secret-named key: its values are the secrets (JSON, YAML flow, HCL), the keys stay.
+        (
+            '{"api_key": {\n  "value": "' + "Zx9kLm2PwQ77" + '",\n  "kind": "bearer"\n}}',
+            '{"api_key": {\n  "value": "[REDACTED:password_assignment]",\n  "kind": "bearer"\n}}',
+            "password_assignment",
+        ),
+        (
+            "password: {value: " + "Zx9kLm2PwQ77" + ", rotate: 30}",
+            "password: {value: [REDACTED:password_assignment], rotate: 30}",
+            "password_assignment",
+        ),
+        (
+            'api_key = { value = "' + "Zx9kLm2PwQ77" + '" }',
+            'api_key = { value = "[REDACTED:password_assignment]" }',
+            "password_assignment",
+        ),
+        ("DB_PASS={" + "Xk9vT2pLq" + "}", "DB_PASS=[REDACTED:password_assignment]", "password_assignment"),
         # A Google OAuth access token is not a dotted code reference.
         ("access token: " + GOOGLE_OAUTH, "access token: [REDACTED:google_oauth_token]", "google_oauth_token"),
         # …and neither is any other dotted value with a random-looking part.
@@ -315,6 +332,10 @@ def test_provider_token_is_redacted_whole_in_any_context(kind: str, secret: str)
         "net use Z: \\\\files\\share * /user:alice",
         "net use Z: \\\\files\\share /user:alice /persistent:yes",
         "net use Z: /delete",
+        # A map of counts or words under a token-ish key holds no secret.
+        '"token": {"input": 120, "output": 45}',
+        "secret: {}",
+        "api_key = {{ .Values.key }}",
     ],
 )
 def test_look_alikes_are_left_exactly_as_they_are(text: str) -> None:
@@ -390,6 +411,7 @@ def test_adversarial_command_lines_clean_in_linear_time() -> None:
     units += ["htpasswd -b -c ", "net use \\\\a\\b /user:x "]
     for unit in units:
         F.clean(unit * (300_000 // len(unit)))
+    F.clean(("api_key={k=v " + "y" * 3980 + "}\n") * 75)  # maps as long as a map is read, none a pair
     assert time.process_time() - start < 10.0
 
 
@@ -399,7 +421,7 @@ FRAGMENTS = [
     "&&", "&", ";", ":", "=", "'", '"', "$USER", "admin", "hunter2", "://", "://:", "@", "_PASS", "_pass", "--pass",
     "DB", "API key", " is ", "SECRET_KEY_BASE", "ya29.", "a0AfH6SMBxyz123", "hf_", "npm_", "pypi-AgE", "SG.",
     "Ab1" * 12, "[REDACTED:basic_auth]", "[REDACTED:x]", HUGGINGFACE, SENDGRID, "htpasswd", " -nb ", " -b ", "net use",
-    "NET USE", " \\\\srv\\share ", "/user:x ", " * ",
+    "NET USE", " \\\\srv\\share ", "/user:x ", " * ", "{", "}", '"value": ', " = ",
 ]
 # fmt: on
 

@@ -17,6 +17,7 @@ from mcp_memory.privacy.values import (
     _group,
     _htpasswd,
     _input_value,
+    _map_values,
     _mixed,
     _Pick,
     _Picks,
@@ -211,6 +212,15 @@ _GENERIC = (
         picks=_yaml_values,
     ),
     _rule("password_assignment", r"(?i)<input\b[^<>]{0,2000}>", _input_value, ("<input",)),
+    # A `{…}` map as the value (before the `key = value` rule, which leaves a value starting with `{`).
+    _Rule(
+        "password_assignment",
+        re.compile(
+            r"(?i)(?=[psta])" + _KEYWORDS + r"[\"']?[ \t]{0,5}(?:=>|:=|=|:)[ \t]{0,5}\{(?P<map>[^{}]{0,4000})\}"
+        ),
+        needles=_KEYWORD_NEEDLES,
+        picks=_map_values,
+    ),
     _rule(
         "password_assignment",
         r"(?i)(?=[psta])" + _KEYWORDS + r"[\"']?"

@@ -26,7 +26,7 @@ _KEYWORD_NEEDLES = ("pass", "pwd", "secret", "key", "token")
 # string, a connection string) ends it early.
 _VALUE = (
     r"""(?:"(?P<dq>(?:[^"\\\n]|\\.){0,1000})"?|'(?P<sq>(?:[^'\\\n]|\\.){0,1000})'?"""
-    r"""|(?P<uq>[^\s"',;&)\]}][^\s,;&]{0,511}(?:[,;&](?![A-Za-z_][\w.-]{0,40}=[^\s=])[^\s,;&]{0,511}){0,63}))"""
+    r"""|(?P<uq>[^\s"',;&)\]}{][^\s,;&]{0,511}(?:[,;&](?![A-Za-z_][\w.-]{0,40}=[^\s=])[^\s,;&]{0,511}){0,63}))"""
 )
 # Punctuation that may close a word of prose or code (`f(password: str)`, "…is Tr0ub4dor&3.").
 _TRAILING = ".,;:!?)]}"
@@ -229,6 +229,36 @@ def _flow_items(m: re.Match[str]) -> list[_Span]:
         end -= len(item.group(name)) - len(item.group(name).rstrip())
         spans.append((start, end) if _listed_secret(m.string[start:end]) else None)
     return spans
+
+
+# One `key: value` / `key = value` pair of a `{…}` map (JSON, YAML flow, HCL, TOML inline table).
+_MAP_ITEM = re.compile(
+    r"""\s*(?:"[^"\n]{0,200}"|'[^'\n]{0,200}'|[\w.-]{1,200})[ \t]*(?:=>|:|=)[ \t]*"""
+    r"""(?:"(?P<dq>(?:[^"\\\n]|\\.){0,1000})"|'(?P<sq>[^'\n]{0,1000})'|(?P<uq>[^\s,"'][^,\n]{0,1000}?))"""
+    r"""[ \t]*(?:[,;]|\r?\n|\Z)"""
+)
+
+
+def _map_values(m: re.Match[str]) -> list[_Span]:
+    """The secrets among the values of a `{…}` map under a secret-named key (`"api_key": {"value": "…"}`),
+    each judged like an item of a list; a `{…}` that holds no pairs is a value of its own (`pwd={Xk9…}`)."""
+    spans: list[_Span] = []
+    pos, stop = m.span("map")
+    while pos < stop:
+        item = _MAP_ITEM.match(m.string, pos, stop)
+        if item is None:  # not a pair: on to the next separator, so no stretch of the map is read twice
+            pos = min((i for i in (m.string.find(c, pos, stop) for c in ",;\n") if i >= 0), default=stop) + 1
+            continue
+        name = next(n for n in ("dq", "sq", "uq") if item.group(n) is not None)
+        start, end = item.span(name)
+        end -= len(item.group(name)) - len(item.group(name).rstrip())
+        spans.append((start, end) if _listed_secret(m.string[start:end]) else None)
+        pos = max(item.end(), pos + 1)
+    if spans:
+        return spans
+    start, end = m.span("map")
+    whole = m.string[start:end].strip()
+    return [(start - 1, end + 1)] if whole and _is_secret(whole, quoted=False) else []
 
 
 def _yaml_rows(text: str, pos: int, indent: int) -> list[tuple[int, int, int]]:
