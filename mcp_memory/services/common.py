@@ -261,6 +261,12 @@ def epoch_or_none(stored: str | None) -> float | None:
     return None if stored is None else epoch(stored)
 
 
+def compared_terms(analyse: Callable[[str], Iterable[str]], text: str | None) -> frozenset[str]:
+    """The words two errors or strategies are compared on: not those of our own `[private]` /
+    `[REDACTED:…]` markers, which say nothing of what they hid (two private strategies are not alike)."""
+    return frozenset(analyse(without_markers(text or "")))
+
+
 def jaccard(a: AbstractSet[Hashable], b: AbstractSet[Hashable]) -> float:
     """Overlap of two sets of words (or term ids); 0.0 when either is empty (nothing to compare)."""
     return len(a & b) / len(a | b) if a and b else 0.0

@@ -38,7 +38,7 @@ from mcp_memory.repositories.outcomes import OutcomeRepository
 from mcp_memory.repositories.relations import RelationRepository
 from mcp_memory.repositories.sessions import SessionRepository
 from mcp_memory.search.index import SearchFilter
-from mcp_memory.services.common import Breather, Deps, Service, time_window
+from mcp_memory.services.common import Breather, Deps, Service, compared_terms, time_window
 from mcp_memory.services.compress import shorten
 from mcp_memory.services.lesson_identity import (
     anti_patterns_for,
@@ -324,7 +324,7 @@ class ReflectService(Service):
         analyzer = self.deps.index.analyzer
         existing = same_problem(
             known,
-            lambda text: frozenset(analyzer.terms(text)),
+            lambda text: compared_terms(analyzer.terms, text),
             finding.error or finding.content,
             [*finding.evidence, *finding.outcomes],
             self.settings.similarity,

@@ -16,7 +16,7 @@ from typing import NamedTuple
 from mcp_memory.config import Settings
 from mcp_memory.models.records import Observation, Outcome
 from mcp_memory.search.analyzer import Analyzer
-from mcp_memory.services.common import jaccard
+from mcp_memory.services.common import compared_terms, jaccard
 from mcp_memory.services.compress import counted, sentences, shorten
 from mcp_memory.services.fixes import CueBook, pair_fixes
 from mcp_memory.services.lesson_identity import ERROR_PREFIX, seen_context
@@ -73,13 +73,13 @@ def recurring_errors(
     clusters = _cluster(
         errors,
         [
-            {o.id: frozenset(analyzer.terms(f"{o.title} {' '.join(o.facts)}")) for o in errors},
-            {o.id: frozenset(analyzer.terms(sig)) for o in errors if (sig := signatures[o.id]) is not None},
+            {o.id: compared_terms(analyzer.terms, f"{o.title} {' '.join(o.facts)}") for o in errors},
+            {o.id: compared_terms(analyzer.terms, sig) for o in errors if (sig := signatures[o.id]) is not None},
         ],
         settings.similarity,
     )
     learned = []
-    failed = [(o, frozenset(analyzer.terms(o.error))) for o in outcomes if not o.success and o.error]
+    failed = [(o, compared_terms(analyzer.terms, o.error)) for o in outcomes if not o.success and o.error]
     # Each error's fix is looked for in its own session: grouped once, with each observation's cues
     # worked out once, not for every error of every cluster (errors × observations at 100k: minutes).
     sessions: dict[str, list[Observation]] = defaultdict(list)
@@ -97,7 +97,7 @@ def recurring_errors(
         error = stated if stated is not None and (by_signature or stated not in first) else first
         found = _first_fix(cluster, sessions, analyzer, book)
         fix = shorten(found.title, 160) if found is not None else None
-        mine = frozenset(analyzer.terms(error))
+        mine = compared_terms(analyzer.terms, error)
         # Failed outcomes with this error tell its task type, and which anti-pattern it may already be.
         alike = [o for o, theirs in failed if jaccard(mine, theirs) >= settings.similarity]
         task_types = Counter(o.task_type for o in alike).most_common(1)

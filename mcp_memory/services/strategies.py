@@ -15,8 +15,9 @@ from dataclasses import dataclass, field
 
 from mcp_memory.config import Settings
 from mcp_memory.models.records import Outcome
+from mcp_memory.privacy import without_markers
 from mcp_memory.search.index import SearchIndex
-from mcp_memory.services.common import jaccard
+from mcp_memory.services.common import compared_terms, jaccard
 from mcp_memory.services.lesson_identity import strategy_terms
 
 REWORDED = 0.8
@@ -88,7 +89,7 @@ class Strategies:
 
     def words(self, text: str | None) -> frozenset[str]:
         """The analysed word set similarity is measured on."""
-        return frozenset(self.index.analyzer.terms(text or ""))
+        return compared_terms(self.index.analyzer.terms, text)
 
     def similar(self, a: str | None, b: str | None) -> bool:
         """Whether two errors are similar enough to count as the same."""
@@ -100,7 +101,9 @@ class Strategies:
         if found is None:
             if len(self._strategies) >= 4096:
                 self._strategies.clear()
-            found = self._strategies[text or ""] = strategy_terms(self.index.analyzer.terms, text or "")
+            found = self._strategies[text or ""] = strategy_terms(
+                self.index.analyzer.terms, without_markers(text or "")
+            )
         return found
 
     def same(self, a: str | None, b: str | None, records: Records | None = None) -> bool:
