@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections import Counter
+from collections.abc import Mapping, Sequence
 from collections.abc import Set as AbstractSet
 
 from mcp_memory.db import Row
@@ -270,6 +271,25 @@ class MistakeCardRepository(Repository):
                 )
             raised += found
         return raised
+
+    async def sightings_in(self, outcome_ids: Sequence[str]) -> Counter[str]:
+        """How many of these outcomes saw each card, by card id."""
+        rows = await self.fetch_in("SELECT card_id FROM outcome_mistake_cards WHERE outcome_id IN ({ids})", outcome_ids)
+        return Counter(row[0] for row in rows)
+
+    async def seen_fewer(self, sightings: Mapping[str, int], at: str) -> list[str]:
+        """Take sightings of forgotten outcomes off each card that stays (never below one), its last
+        sighting then the newest outcome still linked to it; returns the cards changed."""
+        changed: list[str] = []
+        for card_id, times in sorted(sightings.items()):
+            rows = await self.conn.fetchall(
+                "UPDATE mistake_cards SET seen_count = max(1, seen_count - ?), updated_at = ?, last_seen_at = coalesce("
+                "(SELECT max(o.created_at) FROM outcome_mistake_cards l JOIN outcomes o ON o.id = l.outcome_id"
+                " WHERE l.card_id = mistake_cards.id), last_seen_at) WHERE id = ? RETURNING id",
+                (times, at, card_id),
+            )
+            changed += [row[0] for row in rows]
+        return changed
 
     async def only_from(self, outcome_ids: Sequence[str]) -> list[str]:
         """Ids of the cards every stored link of which is to one of these outcomes (their only source)."""

@@ -25,7 +25,7 @@ from mcp_memory.repositories.lessons import LessonRepository
 from mcp_memory.repositories.memories import MemoryRepository
 from mcp_memory.repositories.meta import MetaRepository
 from mcp_memory.repositories.observations import ObservationRepository
-from mcp_memory.repositories.outcomes import OutcomeRepository
+from mcp_memory.repositories.outcomes import MistakeCardRepository, OutcomeRepository
 from mcp_memory.repositories.relations import RecordNames, RelationRepository
 from mcp_memory.repositories.sessions import SessionRepository
 from mcp_memory.services.common import GLOBAL_PROJECT, Deps, Service, time_window
@@ -209,9 +209,13 @@ class ForgetService(Service):
                 await clear_reflection(tx, project, self.now_iso())
             records = RecordNames(tx)
             outcomes = await OutcomeRepository(tx).get_many(plan.others.get("outcome", []), project)
+            cards = MistakeCardRepository(tx)
+            sightings = await cards.sightings_in([o.id for o in outcomes]) if derived else {}
             for other_kind, other_ids in plan.others.items():
                 await records.delete(other_kind, other_ids)
             await self.recount.after_forget(tx, outcomes if derived else [])  # what counted them and stays
+            for card_id in await cards.seen_fewer(sightings, self.now_iso()):  # those gone with them match none
+                tx.changed("mistake_card", card_id, "update")
             kept = [o for o in outcomes if o.session_id not in plan.sessions]
             await unsummarise(tx, self.deps.indexer, project, kept, self.now_iso())
             doomed = plan.doomed()  # with the relations touching them, deleted above as records of their own

@@ -120,7 +120,9 @@ def _both_wrong(stored: str | None, new: str | None) -> str | None:
     one right decision often answers several wrong turns ("sleep", then "busy timeout", ...)."""
     if not new or not stored:
         return new or stored
-    if new.casefold() in stored.casefold():
+    # whole entries compared, as normalised: "try the write" is not already said by "retry the write"
+    said = {normalised(part) for part in stored.split("; ")}
+    if all(normalised(part) in said for part in new.split("; ")):
         return stored
     parts = [*stored.split("; "), new]
     while len(parts) > 1 and len("; ".join(parts)) > WRONG_CHARS:
