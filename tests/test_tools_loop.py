@@ -619,6 +619,23 @@ async def test_reflect_saves_the_rules_the_clients_model_proposes(shared: Shared
     assert {x["content"] for x in stored["lessons"]} == {x["content"] for x in result["lessons"]}
 
 
+@pytest.mark.parametrize("mode", MODES)
+async def test_only_the_rules_of_a_models_reply_are_learned(shared: Shared, clock: FakeClock, mode: str) -> None:
+    server, plain = shared
+    await build_reflection_history(plain, clock)
+    reply = (
+        "**Here are the rules the agent should follow:**\n\n1. Pin PyStemmer before upgrading it.\n"
+        "2. **Run the migrations before the tests.**\n```\npip install x\n```\n"
+    )
+    async with Client(server, sampling_callback=ScriptedModel(reply), mode=mode) as sampling:
+        result = await call(sampling, "memory_reflect")
+
+    assert [x["content"] for x in result["lessons"]] == [
+        "Pin PyStemmer before upgrading it.",
+        "Run the migrations before the tests.",
+    ]
+
+
 async def test_reflecting_twice_with_a_model_changes_nothing_the_second_time(shared: Shared, clock: FakeClock) -> None:
     server, plain = shared
     await build_reflection_history(plain, clock)

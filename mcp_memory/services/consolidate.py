@@ -51,6 +51,7 @@ from mcp_memory.services.duplicates import ChainsInPass, Pair, contradicting, du
 from mcp_memory.services.episodic import EpisodicService
 from mcp_memory.services.forget import fact_fingerprint, fact_fingerprints
 from mcp_memory.services.heuristic_upkeep import HeuristicUpkeep
+from mcp_memory.services.lesson_identity import strategy_terms
 from mcp_memory.services.lessons import LessonService
 from mcp_memory.services.memories import SUPERSEDE_THRESHOLD, MemoryService
 from mcp_memory.services.relations import DROPPED_ENDS, fold_chain_relations
@@ -245,14 +246,17 @@ class ConsolidateService(Service):
 
     async def _fact_groups(self, observations: list[tuple[str, str, list[str]]]) -> list[list[tuple[str, str, str]]]:
         """Sightings (fact, session, observation) grouped by the fact's analysed words, for the
-        groups seen in at least `promote_min_sessions` sessions, in the order they were first seen."""
+        groups seen in at least `promote_min_sessions` sessions, in the order they were first seen.
+
+        Words a fact negates are marked apart, so "… does not listen on port 5433" is not one more
+        sighting of "… listens on port 5433" (stop words alone would drop the "not")."""
         analyzer = self.deps.index.analyzer
         groups: dict[frozenset[str], list[tuple[str, str, str]]] = defaultdict(list)
         breathe = Breather()
         for obs_id, session_id, facts in observations:
             await breathe()
             for fact in facts:
-                words = frozenset(analyzer.terms(fact))
+                words = strategy_terms(analyzer.terms, fact)
                 if len(words) >= 3:  # a fact of one or two words is too thin to stand alone
                     groups[words].append((fact, session_id, obs_id))
         needed = self.settings.promote_min_sessions

@@ -9,7 +9,7 @@ from collections.abc import Set as AbstractSet
 from mcp_memory.db import Conn, Database, Tx
 from mcp_memory.errors import ConflictError
 from mcp_memory.ids import new_id
-from mcp_memory.models.records import Memory
+from mcp_memory.models.records import Memory, searchable_text
 from mcp_memory.models.results import MemoryDetail, MemoryVersion, Resemblance, SaveResult
 from mcp_memory.repositories.memories import MemoryRepository
 from mcp_memory.repositories.meta import MetaRepository
@@ -206,13 +206,20 @@ class MemoryService(Service):
         return next((m for m in alike if m.is_latest and _normal(m.content) == wanted), None)
 
     async def already_says(self, repo: MemoryRepository, project: str, text: str) -> bool:
-        """Whether a live memory says `text`: nearly (its words alike above the supersede threshold),
-        or the same content, whatever title or concepts it has."""
-        found = self._alike(project, text, RESEMBLE_THRESHOLD)[:_SAME_CONTENT_READS]
+        """Whether a live memory says `text`: nearly (its words alike above the supersede threshold,
+        also as a save of `text` alone would store it over that memory, its title, concepts and files
+        inherited, which is what would replace it), or the same content, whatever title it has."""
+        found = self._alike(project, text, RESEMBLE_THRESHOLD * _INHERITING_SHARE)[:_SAME_CONTENT_READS]
         if found and found[0][1] > SUPERSEDE_THRESHOLD:
             return True
-        alike = await repo.get_many([i for i, _ in found], project) if found else []
-        return await self._same_content(repo, project, text, alike) is not None
+        alike = [m for m in await repo.get_many([i for i, _ in found], project) if m.is_latest] if found else []
+        if await self._same_content(repo, project, text, alike) is not None:
+            return True
+        analyse = self.deps.index.analyzer.terms
+        return any(
+            self._jaccard(set(analyse(searchable_text(m.title, text, m.concepts, m.files))), m.id) > SUPERSEDE_THRESHOLD
+            for m in alike
+        )
 
     def _alike(self, project: str, text: str, floor: float) -> list[tuple[str, float]]:
         """The live memories with Jaccard >= `floor` to `text`, most similar first (ties by id)."""

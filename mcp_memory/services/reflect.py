@@ -96,7 +96,30 @@ time: one per line, each a short imperative sentence, only rules the record supp
 
 {record}"""
 
-_BULLET = re.compile(r"^\s*(?:[-*•]|\d+[.)])\s*")
+_BULLET = re.compile(r"^\s*(?:[-*•]|\d+[.)])(?=\s)\s*")
+_EMPHASIS = re.compile(r"^(\*\*|__|\*|_|`)(.+)\1$")
+
+
+def _rule_lines(reply: str) -> list[str]:
+    """The rules of a model's reply, one per line: its bulleted or numbered lines when it has any,
+    and never a heading, a code fence or a line introducing the list ("Here are the rules:")."""
+    lines, fenced = [], False
+    for line in (line.strip() for line in reply.splitlines()):
+        if line.startswith("```"):
+            fenced = not fenced
+        elif line and not fenced:
+            lines.append(line)
+    if any(_BULLET.match(line) for line in lines):
+        lines = [line for line in lines if _BULLET.match(line)]
+    rules = []
+    for line in lines:
+        rule = _BULLET.sub("", line).strip()
+        if rule.startswith("#"):
+            continue
+        rule = _EMPHASIS.sub(r"\2", rule).strip()
+        if not rule.endswith(":"):
+            rules.append(rule)
+    return rules
 
 
 class ReflectService(Service):
@@ -309,7 +332,7 @@ class ReflectService(Service):
 
     async def _model_rules(self, tx: Tx, project: str, text: str, evidence: list[str]) -> list[tuple[Lesson, bool]]:
         scrub = self.scrubber()
-        rules = [_BULLET.sub("", line).strip() for line in scrub.text(text).splitlines()]
+        rules = _rule_lines(scrub.text(text))
         return [
             await self._learn_once(
                 tx, project, shorten(rule, 400), kind="lesson", context=None, evidence=evidence, via="sampling"

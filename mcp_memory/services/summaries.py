@@ -149,7 +149,9 @@ class SummaryService(Service):
         if says_something(sampled):  # a reply of only private parts or punctuation keeps the extractive summary
             text, source = sampled, "sampling"
         title = session.title or _title_for(observations)
-        now = self.now_iso()
+        # Never stamped before what it covers: an outcome imported from a machine whose clock runs ahead
+        # would otherwise leave the summary stale, and rewritten by every pass, until this clock caught up.
+        now = max([self.now_iso(), session.last_activity_at, *(o.created_at for o in outcomes)])
         await SessionRepository(tx).set_summary(session.id, text, source, now, title)
         tx.changed("session", session.id, "crystallize")
         stored = session.model_copy(update={"summary": text, "title": title, "summarized_at": now})
