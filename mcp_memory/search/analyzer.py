@@ -85,6 +85,13 @@ class Analyzer:
         """Index terms of `text` in order, with repeats (term frequency matters to BM25)."""
         return list(self._recent(text))
 
+    @staticmethod
+    def tokens(text: str) -> list[str]:
+        """The words of `text` as `terms` reads them, whole (`C#`, `src/db.py`, a word with combining marks)."""
+        if text.isascii():
+            return _TOKEN.findall(text)
+        return _TOKEN_MARKED.findall(unicodedata.normalize("NFKC", text).translate(_INVISIBLE))
+
     def word_terms(self, words: list[str]) -> list[str | None]:
         """The term each word of letters alone is indexed under (None for a stop word), as `terms`
         would give it; nothing is remembered, so a burst of made-up words (the spelling candidates

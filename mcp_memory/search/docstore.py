@@ -48,6 +48,7 @@ class Filter:
     session: int | None = None
     since: float | None = None
     until: float | None = None
+    subtyped: frozenset[int] | None = None  # the kinds `subtypes` narrow; None: every kind
 
 
 @dataclass(frozen=True, slots=True)
@@ -179,7 +180,10 @@ class DocStore:
         if flt.kinds is not None:
             keep &= _one_of(self._kind[docs], flt.kinds)
         if flt.subtypes is not None:
-            keep &= _one_of(self._subtype[docs], flt.subtypes)
+            typed = _one_of(self._subtype[docs], flt.subtypes)
+            if flt.subtyped is not None:  # records of other kinds pass whatever their subtype
+                typed |= ~_one_of(self._kind[docs], flt.subtyped)
+            keep &= typed
         if flt.session is not None:
             keep &= self._session[docs] == flt.session
         if flt.since is not None:

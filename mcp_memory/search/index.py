@@ -59,6 +59,8 @@ class SearchFilter:
     session_id: str | None = None
     since: float | None = None
     until: float | None = None
+    subtyped_kinds: frozenset[str] | None = None
+    """The kinds `subtypes` narrow (observation types narrow observations, not memories); None: every kind."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -433,18 +435,20 @@ class SearchIndex:
 
     def _low_filter(self, flt: SearchFilter) -> Filter | None:
         """Translate names to codes; None when a named value has never been indexed (no match)."""
-        kinds = subtypes = None
+        kinds = subtypes = subtyped = None
         if flt.kinds is not None:
             kinds = frozenset(c for k in flt.kinds if (c := self._kinds.lookup(k)) is not None)
             if not kinds:
                 return None
         if flt.subtypes is not None:
             subtypes = frozenset(c for k in flt.subtypes if (c := self._subtypes.lookup(k)) is not None)
-            if not subtypes:
+            if flt.subtyped_kinds is not None:
+                subtyped = frozenset(c for k in flt.subtyped_kinds if (c := self._kinds.lookup(k)) is not None)
+            elif not subtypes:
                 return None
         session = None
         if flt.session_id is not None:
             session = self._sessions.lookup(flt.session_id)
             if session is None:
                 return None
-        return Filter(kinds, subtypes, session, flt.since, flt.until)
+        return Filter(kinds, subtypes, session, flt.since, flt.until, subtyped)

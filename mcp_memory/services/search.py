@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 from dataclasses import replace
 from datetime import date
@@ -86,20 +85,18 @@ class SearchService(Service):
         typed = frozenset(types) if types else None
         # Types are observation types: they narrow the episodic records (a session summary has no
         # type), never the memories or lessons searched beside them, which have kinds of their own.
-        mixed = typed is not None and not wanted <= EPISODIC_KINDS
         flt = SearchFilter(
             kinds=wanted,
-            subtypes=None if mixed else typed,
+            subtypes=typed,
             session_id=session_id,
             since=epoch_or_none(start),
             until=epoch_or_none(end),
+            subtyped_kinds=EPISODIC_KINDS,
         )
         vector = await self._query_vector(respelled.text, searched)
         async with self.db.read(snapshot=False) as conn:  # hits are rendered one by one anyway
-            hits = await self._search(
-                conn, project, respelled.text, flt, limit, neighbours, typed if mixed else None, vector=vector
-            )
-            hint = None if hits else await self._recall_hint(conn, project, respelled.text, flt, typed, vector)
+            hits = await self._search(conn, project, respelled.text, flt, limit, neighbours, vector=vector)
+            hint = None if hits else await self._recall_hint(conn, project, respelled.text, flt, vector)
         return RecallResult(project=project, query=shown, hits=hits, hint=_joined(self._named(respelled, hits), hint))
 
     async def smart_search(
@@ -147,7 +144,6 @@ class SearchService(Service):
         flt: SearchFilter,
         limit: int,
         neighbours: int = 0,
-        episodic_types: frozenset[str] | None = None,
         *,
         vector: _Vector | None,
     ) -> list[Hit]:
@@ -156,9 +152,8 @@ class SearchService(Service):
         `vector` is the query's embedding (`_query_vector`), asked for once per call: the searches
         that explain an empty result reuse it rather than wait for the model again.
 
-        Faded lessons are skipped, and with `episodic_types` so are observations of other types and
-        session summaries (the index filters one set of subtypes for every kind, and memories must
-        not be narrowed by it), so the ranking is read deeper until the page is full or exhausted.
+        Faded lessons are skipped (their decay is computed when read, after ranking), so the ranking
+        is read deeper until the page is full or exhausted.
         """
         if not query:
             return []
@@ -180,8 +175,6 @@ class SearchService(Service):
             ]
             found = sorted((h for hits in ranked for h in hits), key=lambda h: -h.score)  # ties: the project first
             hits = await self._render(conn, project, found, neighbours)
-            if episodic_types is not None:
-                hits = [h for h in hits if h.kind not in EPISODIC_KINDS or h.type in episodic_types]
             if len(hits) >= limit or depth >= MAX_DEPTH or all(len(r) < depth for r in ranked):
                 return hits[:limit]
             depth = min(depth * 4, MAX_DEPTH)
@@ -205,14 +198,12 @@ class SearchService(Service):
         project: str,
         query: str,
         flt: SearchFilter,
-        types: frozenset[str] | None,
         vector: _Vector | None,
     ) -> str | None:
-        """Why a recall found nothing, when something can be said: the query, its filters or its kinds.
-        `types` counts as a filter even when the index was not given it (memories searched beside)."""
+        """Why a recall found nothing, when something can be said: the query, its filters or its kinds."""
         if not self._searchable(query):
             return _NO_WORDS
-        narrowed = types is not None or any(x is not None for x in (flt.session_id, flt.since, flt.until))
+        narrowed = any(x is not None for x in (flt.subtypes, flt.session_id, flt.since, flt.until))
         if narrowed and await self._search(conn, project, query, SearchFilter(kinds=flt.kinds), 1, vector=vector):
             return "Nothing matched within session_id, types, since or until; without them some records match."
         if kinds := await self._other_kinds(conn, project, query, flt.kinds or SEARCHABLE_KINDS, vector):
@@ -264,7 +255,7 @@ class SearchService(Service):
         words = blanked(query, [(p.start, p.end) for p in phrases])  # "Jan 9" is no word to spell-check
         unknown = [
             word
-            for word in dict.fromkeys(re.findall(r"[\w.\-/]+", words))
+            for word in dict.fromkeys(index.analyzer.tokens(words))
             if (terms := index.analyzer.terms(word)) and not held(terms)
         ]
         said = []
