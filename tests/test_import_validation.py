@@ -117,6 +117,15 @@ BROKEN: dict[str, tuple[Callable[[Tables], None], str]] = {
         lambda t: t["actions"][0].update(parent_id=t["actions"][0]["id"]),
         "actions[0].parent_id: must name another action, not the action itself",
     ),
+    # the tools stamp completed_at exactly when an action is done
+    "open action completed": (
+        edit("actions", status="pending", completed_at="2026-01-05T09:00:00.000000Z"),
+        "actions[0].completed_at: must be null when status is pending",
+    ),
+    "done action never completed": (
+        edit("actions", status="done", completed_at=None),
+        "actions[0].completed_at: is required when status is done",
+    ),
     "relation to itself": (
         lambda t: t["relations"][0].update(target_id=t["relations"][0]["source_id"]),
         "relations[0].target_id: must differ from source_id",

@@ -175,6 +175,14 @@ class _Action(r.Action):
     def _not_its_own_parent(self) -> Self:
         if self.parent_id == self.id:
             raise InvalidInputError("parent_id", "must name another action, not the action itself")
+        # the tools stamp the completion time when an action becomes done and clear it on any other status
+        if (self.status == "done") != (self.completed_at is not None):
+            said = (
+                "is required when status is done"
+                if self.status == "done"
+                else f"must be null when status is {self.status}"
+            )
+            raise InvalidInputError("completed_at", said)
         return self
 
 
