@@ -44,5 +44,10 @@ class FoldedRepository(Repository):
         within = {str(r[0]) for r in rows if r[1] in going}
         return [i for i in ids if i not in within]
 
+    async def in_sessions(self, session_ids: Sequence[str]) -> list[str]:
+        """Ids of the folded observations noted in these sessions."""
+        rows = await self.fetch_in("SELECT id FROM folded_observations WHERE session_id IN ({ids})", session_ids)
+        return sorted(str(r[0]) for r in rows)
+
     async def delete(self, ids: Sequence[str]) -> None:
         await self.delete_in("folded_observations", ids)

@@ -32,7 +32,6 @@ from mcp_memory.services.fixes import Cues
 from mcp_memory.services.index_docs import DocSpec
 from mcp_memory.services.relations import drop_relations
 
-DIGEST_CHARS = 6_000
 SESSION_STATUSES = ("active", "idle", "open", "ended", "all")
 
 
@@ -232,10 +231,8 @@ class EpisodicService(Service):
         if lined:
             session = await sessions.get(session_id, project)
             lines = [digest_line(v, session.started_at, self.zone) for v in lined]
+            # every line kept, however long the session: a folded observation is found by its line
             digest = "\n".join([session.folded_digest or "", *lines]).strip()
-            if len(digest) > DIGEST_CHARS:
-                # keep the newest lines; the folded count still says how many there were in all
-                digest = "…\n" + digest[-DIGEST_CHARS:].split("\n", 1)[-1]
             await sessions.add_folded(session_id, digest, len(lined), now)
         tx.changed("session", session_id, "fold")  # other processes and the index cache re-read its digest
         spec = await session_doc_of(tx, await sessions.get(session_id, project))

@@ -45,6 +45,10 @@ def observation_doc(obs: Observation) -> DocSpec:
     )
 
 
+DIGEST_LINE_CHARS = 256
+"""Longer than any digest line with its newline: date, minute, offset, a type of 40 and 160 of title."""
+
+
 def digest_line(obs: Observation, session_start: str, zone: tzinfo) -> str:
     """A folded observation's line in its session's digest: the minute it was made as the database's
     zone reads it, with that moment's offset from UTC (none in UTC, as lines were first written), the
@@ -75,6 +79,17 @@ def digest_line_minute(line: str, session_start: str) -> str | None:
     return f"{local.astimezone(UTC):%Y-%m-%dT%H:%M}"
 
 
+INDEXED_DIGEST_CHARS = 100_000
+"""How much of a session's folded digest the search index reads: its newest lines. Every line is kept,
+shown and exported; re-reading a longer digest at each fold would slow a very long session's writes."""
+
+
+def indexed_digest(digest: str | None) -> str:
+    """The newest whole lines of a folded digest, up to `INDEXED_DIGEST_CHARS`."""
+    text = digest or ""
+    return text if len(text) <= INDEXED_DIGEST_CHARS else text[-INDEXED_DIGEST_CHARS:].split("\n", 1)[-1]
+
+
 def session_doc(session: Session, latest: str | None) -> DocSpec | None:
     """The index document of a session, once it has a summary or a folded digest to search.
 
@@ -93,7 +108,7 @@ def session_doc(session: Session, latest: str | None) -> DocSpec | None:
         project=session.project,
         session_id=session.id,
         at=max(to_iso(from_iso(t)) for t in times) if times else session.last_activity_at,
-        fields=((session.title or "", 1), (session.summary or "", 1), (session.folded_digest or "", 1)),
+        fields=((session.title or "", 1), (session.summary or "", 1), (indexed_digest(session.folded_digest), 1)),
         seq=-1,  # the session itself: a strong match lifts the session's records (search/ranking.py)
         dated=True,
     )

@@ -345,7 +345,9 @@ class ForgetService(Service):
         plan.memory_roots = list(dict.fromkeys(plan.memory_roots))
         # What was learned from them alone, or quotes them, goes too (listed, so a dry run shows it).
         if derived:
-            taken = await derived_from(conn, project, set(plan.doomed()))
+            # a folded observation was evidence as much as a stored one: its line goes, or its session
+            folded = {*plan.folded, *await FoldedRepository(conn).in_sessions(plan.sessions)}
+            taken = await derived_from(conn, project, set(plan.doomed()) | folded)
             plan.lessons = list(dict.fromkeys([*plan.lessons, *taken.lessons]))
             if taken.mistake_cards:
                 cards = plan.others.setdefault("mistake_card", [])

@@ -22,6 +22,7 @@ from mcp_memory.repositories.archive_tables import TABLES_BY_NAME
 from mcp_memory.services.actions import STATUSES
 from mcp_memory.services.common import TAG_CHARS, check_session_id
 from mcp_memory.services.compress import CONCEPT_CHARS, FILE_CHARS
+from mcp_memory.services.episodic_docs import DIGEST_LINE_CHARS
 from mcp_memory.services.lessons import LESSON_KINDS
 from mcp_memory.services.slots import SLOT_LIMIT_MAX
 from mcp_memory.services.summaries import SUMMARY_CHARS
@@ -71,9 +72,19 @@ class _Session(r.Session):
     title: Title = None
     summary: Annotated[str | None, _at_most(SUMMARY_CHARS)] = None
     summary_source: SummarySource | None = None
-    folded_digest: Annotated[str | None, _at_most(_LONGEST)] = None
+    folded_digest: str | None = None
     observation_count: Count = 0
     folded_count: Count = 0
+
+    @model_validator(mode="after")
+    def _digest_of_its_folds(self) -> Self:
+        # a line per folded observation, each under DIGEST_LINE_CHARS, however many the session folded
+        longest = max(_LONGEST, DIGEST_LINE_CHARS * (self.folded_count + 1))
+        if self.folded_digest is not None and len(self.folded_digest) > longest:
+            raise InvalidInputError(
+                "folded_digest", f"must be at most {longest} characters for {self.folded_count} folded observations"
+            )
+        return self
 
 
 class _Observation(r.Observation):
