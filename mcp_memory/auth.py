@@ -84,6 +84,9 @@ def load_grants(settings: Settings) -> list[Grant]:
     for where, grant in grants:
         if len(grant.token) < MIN_TOKEN_LENGTH:
             raise ValueError(f"{where}: a bearer token must be at least {MIN_TOKEN_LENGTH} characters")
+        # HTTP headers are read as Latin-1 and clients send UTF-8 or refuse: such a token never matches
+        if odd := next((c for c in grant.token if not (c.isascii() and c.isprintable())), None):
+            raise ValueError(f"{where}: a bearer token must be printable ASCII, not U+{ord(odd):04X}")
         if grant.token in seen:
             raise ValueError(f"{where}: the same token as {seen[grant.token]}; list each token once")
         seen[grant.token] = where

@@ -121,6 +121,14 @@ class CallTracker:
                 return
 
 
+class _CancelledAtShutdown(logging.Filter):
+    """Drops the traceback uvicorn logs for each call it cancels when a shutdown's grace runs out: the
+    cancel is the shutdown's own, and uvicorn's line before it says how many calls it cancelled."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not (record.exc_info and isinstance(record.exc_info[1], asyncio.CancelledError))
+
+
 class _DrainingServer(uvicorn.Server):
     """uvicorn, but SIGTERM/SIGINT first let the calls in flight finish (up to a grace period)."""
 
@@ -140,6 +148,9 @@ class _DrainingServer(uvicorn.Server):
 
     def handle_exit(self, sig: int, frame: FrameType | None) -> None:
         self._tracker.close()  # else uvicorn waits out its grace for each open listen response
+        if self._draining:  # a second signal: stop now, not after what is left of the first one's grace
+            logger.warning("received %s again; stopping without waiting", signal.Signals(sig).name)
+            self.config.timeout_graceful_shutdown = 0
         if self._draining or self._tracker.active == 0:
             self._stop(sig, frame)
             return
@@ -203,6 +214,7 @@ def serve(settings: Settings, grants: Sequence[Grant], announce: Callable[[int],
     sockets = listen(settings.host, settings.port)
     port = int(sockets[0].getsockname()[1])
     http = _DrainingServer(config, tracker, lambda: announce(port))
+    logging.getLogger("uvicorn.error").addFilter(_CancelledAtShutdown())
 
     async def run() -> None:
         # Open the database before uvicorn starts, so a bad one fails start-up plainly.
@@ -265,10 +277,13 @@ def transport_security(settings: Settings) -> TransportSecuritySettings:
         base, port = _split_host(entry.strip().lower())
         hosts += [f"{base}:{port}"] if port not in (None, "*") else [base, f"{base}:*"]
     origins = [f"{scheme}://{host}" for host in hosts for scheme in ("http", "https")]
+    for origin in (o.lower() for o in settings.allowed_origins):
+        # `:*` is any port, the scheme's default too, which browsers leave out of the Origin they send
+        origins += [origin, origin.removesuffix(":*")] if origin.endswith(":*") else [origin]
     return TransportSecuritySettings(
         enable_dns_rebinding_protection=True,
         allowed_hosts=list(dict.fromkeys(hosts)),
-        allowed_origins=list(dict.fromkeys([*origins, *(o.lower() for o in settings.allowed_origins)])),
+        allowed_origins=list(dict.fromkeys(origins)),
     )
 
 

@@ -7,6 +7,7 @@ validation, the body limit, the health endpoints, start-up refusals and the proc
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -59,6 +60,7 @@ def servers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Http
     (tmp / "tokens").write_text(TOKENS_FILE)
     env = {"MCP_MEMORY_AUTH_TOKEN": TOKEN}
     args = ["--auth-token-file", str(tmp / "tokens"), "--max-request-bytes", str(LIMIT), "--project", "home"]
+    args += ["--allowed-origins", "https://app.example:*,http://dev.example:3000"]
     with (
         running(tmp, transport="streamable-http", env=env, args=args, name="http") as http,
         running(tmp, transport="sse", env=env, args=args, name="sse") as sse,
@@ -174,6 +176,24 @@ def test_a_valid_token_and_a_loopback_origin_are_accepted(servers: dict[str, Htt
 
 
 # -- Host / Origin / size ----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("origin", "status"),
+    [
+        ("https://app.example", 200),  # `:*` is any port, the default one too: browsers leave it out
+        ("https://app.example:8443", 200),
+        ("http://dev.example:3000", 200),
+        ("http://dev.example", 403),  # `:3000` is that port only
+        ("http://app.example", 403),  # another scheme
+    ],
+)
+def test_configured_origins_are_matched_as_browsers_send_them(
+    servers: dict[str, HttpServer], raw: httpx2.Client, origin: str, status: int
+) -> None:
+    server = servers["streamable-http"]
+    response = raw.post(server.url, json=INITIALIZE, headers=JSON_HEADERS | bearer(TOKEN) | {"Origin": origin})
+    assert response.status_code == status, response.text
 
 
 def _post_or_stream_status(raw: httpx2.Client, method: str, url: str, headers: dict[str, str]) -> int:
@@ -380,6 +400,39 @@ async def test_sigterm_lets_a_call_in_flight_finish_then_closes_the_database(
     assert result["version"] == 1
     assert code in (0, -signal.SIGTERM), server.stderr()  # see test_an_http_server_stopped_by_a_signal_exits_0
     assert _closed_database(server.db) == ["Saved before the signal.", "Saved while the signal arrived."]
+
+
+async def test_a_second_sigterm_stops_a_streamable_http_server_at_once(tmp_path: Path) -> None:
+    args = ["--busy-timeout-ms", "60000"]  # the stuck save would wait a minute for the lock
+    with running(tmp_path, env={"MCP_MEMORY_AUTH_TOKEN": TOKEN}, args=args) as server:
+        blocker = sqlite3.connect(server.db, isolation_level=None)
+        try:
+            async with mcp_client(server) as client:
+                await call(client, "memory_save", content="Saved before the signal.")
+                blocker.execute("BEGIN IMMEDIATE")
+
+                async def stuck_save() -> None:
+                    with contextlib.suppress(Exception):  # the server stops under it
+                        await client.call_tool("memory_save", {"content": "Stuck behind the lock."})
+
+                async with anyio.create_task_group() as tg:
+                    tg.start_soon(stuck_save)
+                    await anyio.sleep(0.5)
+                    server.proc.send_signal(signal.SIGTERM)
+                    await anyio.sleep(1.0)
+                    assert server.alive(), "the first signal waits for the call in flight"
+                    began = time.monotonic()
+                    server.proc.send_signal(signal.SIGTERM)
+                    code = await anyio.to_thread.run_sync(server.proc.wait, 20)
+                    took = time.monotonic() - began
+                    tg.cancel_scope.cancel()
+        finally:
+            blocker.close()
+
+    assert code in (0, -signal.SIGTERM), server.stderr()
+    assert took < 3, f"{took:.1f} s: the rest of the first signal's 10 s grace was waited out"
+    assert "received SIGTERM again; stopping without waiting" in server.stderr()
+    assert "Traceback" not in server.stderr()  # the cancelled call is counted in one line, not traced
 
 
 async def test_an_open_listen_stream_ends_on_sigterm_and_holds_no_shutdown(tmp_path: Path) -> None:

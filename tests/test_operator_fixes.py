@@ -215,6 +215,12 @@ def test_a_short_token_names_the_file_and_line(tmp_path: Path) -> None:
         _grants_of(tmp_path, f"{BOUND}\n\nshorty alpha\n")
 
 
+def test_a_token_no_client_can_send_names_its_character(tmp_path: Path) -> None:
+    expected = f"{tmp_path / 'tokens'}:2: a bearer token must be printable ASCII, not U+00E4"
+    with pytest.raises(ValueError, match=f"^{re.escape(expected)}$"):
+        _grants_of(tmp_path, f"{BOUND}\npässwort-0123456789abcdef\n".encode())
+
+
 # 6. Port 0 and a port in use
 
 
