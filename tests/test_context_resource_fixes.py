@@ -71,6 +71,7 @@ async def test_the_resources_read_projects_whose_names_look_like_paths(client: C
         ("memory://slots/", "name: must be lower_snake_case"),
         ("memory://slots/..", "name: must be lower_snake_case"),
         ("memory://slots/a%2Fb?project=x", "name: must be lower_snake_case"),
+        ("memory://slots/persona%0A", "name: must be lower_snake_case"),
     ],
 )
 async def test_a_resource_names_the_rule_a_project_or_slot_name_breaks(client: Client, uri: str, expected: str) -> None:

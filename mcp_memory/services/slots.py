@@ -38,7 +38,7 @@ DEFAULT_SLOTS: dict[str, tuple[str, bool]] = {
 FitCase = Literal["create", "append", "content", "size_limit"]
 """Which call, or which of memory_slot_replace's arguments, broke a slot's limit: it decides the advice."""
 
-_NAME = re.compile(r"^[a-z][a-z0-9_]{0,63}$")
+_NAME = re.compile(r"[a-z][a-z0-9_]{0,63}")
 
 SLOT_LIMIT_MAX = 100_000
 """The largest size_limit a slot may have (and so the most any slot holds)."""
@@ -360,7 +360,7 @@ class SlotService(Service):
 
 
 def _check_name(name: str) -> None:
-    if not _NAME.match(name):
+    if not _NAME.fullmatch(name):  # not `$`, which lets a trailing newline through
         raise InvalidInputError("name", "must be lower_snake_case: a letter, then letters, digits or _ (max 64)")
 
 
