@@ -198,7 +198,7 @@ def serve(settings: Settings, grants: Sequence[Grant], announce: Callable[[int],
         return 0
     server = build_server(settings, shared=shared, middleware=[tracker], grants=grants)
     tracker.ends_listen_streams_of(server)
-    app = http_app(server, settings, shared)
+    app = http_app(server, settings, shared, tracker)
     config = uvicorn.Config(
         app,
         host=settings.host,
@@ -314,14 +314,19 @@ class _LowerCaseHostOrigin:
         await self.app(scope, receive, send)
 
 
-def http_app(server: MCPServer[AppContext], settings: Settings, shared: SharedApp) -> Starlette:
-    """The ASGI app of an HTTP transport, holding the application open for its whole life."""
+def http_app(
+    server: MCPServer[AppContext], settings: Settings, shared: SharedApp, tracker: CallTracker | None = None
+) -> Starlette:
+    """The ASGI app of an HTTP transport, holding the application open for its whole life; with the
+    `tracker` of its calls, `/readyz` says "stopping" (503) once a shutdown refuses new calls."""
     security = transport_security(settings)
 
     async def healthz(_: Request) -> Response:
         return JSONResponse({"status": "ok", "version": __version__})
 
     async def readyz(_: Request) -> Response:
+        if tracker is not None and tracker.closing:  # a load balancer sends new clients elsewhere
+            return JSONResponse({"status": "stopping"}, status_code=503)
         ready = await shared.ready()
         return JSONResponse({"status": "ready" if ready else "starting"}, status_code=200 if ready else 503)
 

@@ -421,6 +421,9 @@ async def test_a_second_sigterm_stops_a_streamable_http_server_at_once(tmp_path:
                     server.proc.send_signal(signal.SIGTERM)
                     await anyio.sleep(1.0)
                     assert server.alive(), "the first signal waits for the call in flight"
+                    async with httpx2.AsyncClient(trust_env=False, timeout=5) as health:
+                        ready = await health.get(server.base + "/readyz")
+                    assert (ready.status_code, ready.json()) == (503, {"status": "stopping"})
                     began = time.monotonic()
                     server.proc.send_signal(signal.SIGTERM)
                     code = await anyio.to_thread.run_sync(server.proc.wait, 20)
