@@ -21,7 +21,7 @@ from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, f
 
 from mcp_memory.clock import local_zone_name, zone
 from mcp_memory.errors import InvalidInputError
-from mcp_memory.projects import check_project
+from mcp_memory.projects import check_agent_id, check_project
 
 ENV_PREFIX = "MCP_MEMORY_"
 # Settings holding a file path: `$NAME` / `${NAME}` in them are expanded (see `expand_variables`).
@@ -330,7 +330,10 @@ class Settings(BaseModel):
     def _agent_named(cls, value: object) -> object:
         # `--agent-id ""` (or spaces) names no agent: recorded, it would be an id no one can tell apart
         if isinstance(value, str):
-            return value.strip() or None
+            try:
+                return check_agent_id(value)
+            except InvalidInputError as exc:
+                raise ValueError(exc.rule) from None
         return value
 
     @field_validator("project")

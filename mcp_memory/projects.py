@@ -1,4 +1,4 @@
-"""What a project name may be, and the one spelling it is stored and compared under."""
+"""What a project name (and an agent id) may be, and the one spelling it is stored and compared under."""
 
 from __future__ import annotations
 
@@ -33,4 +33,17 @@ def check_project(project: str) -> str:
     problem = name_problem(name)
     if problem is not None:
         raise InvalidInputError("project", problem)
+    return name
+
+
+def check_agent_id(agent_id: str | None) -> str | None:
+    """An agent id as stored (trimmed, composed; blank: none given), or an error naming the field:
+    an id of blanks or invisible characters is one no one could tell apart from another."""
+    if agent_id is None or not (name := unicodedata.normalize("NFC", agent_id.strip())):
+        return None
+    name = name.replace("\x00", "\ufffd")  # as every text argument stores a NUL
+    if {unicodedata.category(c) for c in name} & _UNSEEN:
+        raise InvalidInputError(
+            "agent_id", "must hold no control characters or invisible ones (zero-width, direction marks)"
+        )
     return name

@@ -244,7 +244,7 @@ class SmartSearchResult(BaseModel):
     outcomes: list[Outcome] = Field(default_factory=list)
     mistake_cards: list[MistakeCard] = Field(default_factory=list)
     relations: list[RelationView] = Field(
-        default_factory=list, description="Edges asked for by id, between the records as memory_related lists them."
+        default_factory=list, description="Edges asked for by id: their two ends, type, weight and note."
     )
     missing: list[str] = Field(default_factory=list, description="Requested ids that do not exist here.")
 

@@ -14,6 +14,7 @@ from mcp_memory.errors import InvalidInputError
 from mcp_memory.ids import kind_of, public_id
 from mcp_memory.models.records import Observation
 from mcp_memory.models.results import FixRef, Hit, RecallResult, SmartSearchResult
+from mcp_memory.privacy import redacted
 from mcp_memory.repositories.actions import ActionRepository
 from mcp_memory.repositories.lessons import LessonRepository
 from mcp_memory.repositories.memories import MemoryRepository
@@ -293,7 +294,8 @@ class SearchService(Service):
             )
             for r in group
         }  # fmt: skip
-        into.missing = [i for i in ids if public_id(i) not in found]
+        # shown as a not-found error shows an id: one that looks like a secret is not repeated
+        into.missing = [redacted(i) for i in ids if public_id(i) not in found]
 
     def _pair_fixes(
         self,

@@ -8,6 +8,7 @@ from typing import Any
 
 from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
 from mcp.server.mcpserver.tools import Tool
+from mcp.shared.exceptions import MCPError
 
 from mcp_memory.tools.actions import actions_tools
 from mcp_memory.tools.episodic import episodic_tools
@@ -65,25 +66,35 @@ def _hidden_by_core() -> frozenset[str]:
 
 
 async def note_hidden_tools(ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> HandlerResult:
-    """Server middleware for the core profile: a tool error that points at a tool this profile hides says so.
+    """Server middleware for the core profile: an error that points at a tool this profile hides says so.
 
     Errors are worded for the full tool set ("use memory_slot_replace …"); an agent under `core`
-    would otherwise call a tool that does not exist. Only real tools are named: a misspelt or made-up
-    tool name, or a caller's own value quoted in the error (a slot or session named `memory_notes`), is not.
+    would otherwise call a tool that does not exist. Tool errors and refused resource reads and
+    prompts alike. Only real tools are named: a misspelt or made-up tool name, or a caller's own
+    value quoted in the error (a slot or session named `memory_notes`), is not.
     """
-    result = await call_next(ctx)
+    try:
+        result = await call_next(ctx)
+    except MCPError as exc:
+        if note := _hidden_note(exc.error.message):
+            raise MCPError(exc.error.code, exc.error.message + note, exc.error.data) from exc
+        raise
     if ctx.method != "tools/call" or not isinstance(result, dict) or not result.get("isError"):
         return result
     content = result.get("content") or []
     text = content[0].get("text") if content and isinstance(content[0], dict) else None
-    if not isinstance(text, str):
+    if not isinstance(text, str) or not (note := _hidden_note(text)):
         return result
+    return {**result, "content": [{**content[0], "text": text + note}, *content[1:]]}
+
+
+def _hidden_note(text: str) -> str:
+    """What to add to an error naming tools the core profile hides ("" when it names none)."""
     hidden = sorted(set(_TOOL_NAME.findall(_QUOTED.sub(" ", text))) & _hidden_by_core())
     if not hidden:
-        return result
+        return ""
     verb = "is" if len(hidden) == 1 else "are"
-    note = f" ({', '.join(hidden)} {verb} not exposed: the server runs with --tools core)"
-    return {**result, "content": [{**content[0], "text": text + note}, *content[1:]]}
+    return f" ({', '.join(hidden)} {verb} not exposed: the server runs with --tools core)"
 
 
 __all__ = ["CORE_TOOLS", "all_tools", "note_hidden_tools", "tools_for"]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import json
+import re
 import types
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Annotated, Any, ParamSpec, TypeVar, Union, get_args, get_origin
@@ -19,6 +20,7 @@ from pydantic_core import ErrorDetails
 
 from mcp_memory.context import AppContext
 from mcp_memory.errors import MCPMemoryError
+from mcp_memory.privacy import redacted
 from mcp_memory.services.compress import CONCEPT_CHARS, FILE_CHARS
 
 P = ParamSpec("P")
@@ -178,6 +180,9 @@ def text_safe(meta: FuncMetadata) -> TextSafeMetadata:
 
 _ARGUMENTS: dict[str, FuncMetadata] = {}
 """Argument models of every registered tool, by name (the tool functions are module-level)."""
+_NUMERIC: dict[str, frozenset[str]] = {}
+"""The arguments of each tool that take only a number (a JSON true or false is refused there)."""
+_IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,63}")
 
 
 async def check_arguments(ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> HandlerResult:
@@ -191,7 +196,7 @@ async def check_arguments(ctx: ServerRequestContext[Any, Any], call_next: CallNe
         meta = _ARGUMENTS.get(name) if isinstance(name, str) else None
         arguments = ctx.params.get("arguments") or {}
         if meta is not None and isinstance(arguments, dict):
-            problem = _argument_problem(meta, arguments)
+            problem = _argument_problem(meta, arguments, _NUMERIC.get(str(name), frozenset()))
             if problem:
                 return tool_error(str(name), problem)
     return await call_next(ctx)
@@ -203,19 +208,39 @@ def tool_error(name: str, problem: str) -> CallToolResult:
     return CallToolResult(content=[TextContent(type="text", text=text)], is_error=True)
 
 
-def _argument_problem(meta: FuncMetadata, arguments: dict[str, Any]) -> str | None:
+def _argument_problem(
+    meta: FuncMetadata, arguments: dict[str, Any], numeric: frozenset[str] = frozenset()
+) -> str | None:
     fields = meta.arg_model.model_fields
     known = {f.alias or n for n, f in fields.items()}
     unknown = sorted(set(arguments) - known)
     if unknown:
         valid = f"valid arguments are {', '.join(sorted(known))}" if known else "this takes no arguments"
-        return f"{unknown[0]}: unknown argument; {valid}"
+        return f"{_shown_name(unknown[0])}: unknown argument; {valid}"
+    # pydantic would read JSON true as 1: `limit: true` is a mistake to name, not one result
+    if flag := next((n for n in sorted(numeric) if isinstance(arguments.get(n), bool)), None):
+        return f"{flag}: must be a number, not {json.dumps(arguments[flag])}"
     try:
         meta.arg_model.model_validate(meta.pre_parse_json(arguments))
     except ValidationError as exc:
         problems = [f"{'.'.join(str(p) for p in err['loc'])}: {_wording(err)}" for err in exc.errors()[:3]]
         return "; ".join(problems)
     return None
+
+
+def _shown_name(name: str) -> str:
+    """An unknown argument's name as an error may show it: a plain identifier as it is, anything else
+    with secrets redacted, cut short and quoted, so it can neither leak a token nor break the line."""
+    cleaned = redacted(name)
+    if cleaned == name and _IDENTIFIER.fullmatch(name):
+        return name
+    return json.dumps(cleaned if len(cleaned) <= 64 else cleaned[:63] + "…", ensure_ascii=False)
+
+
+def _is_numeric(schema: Mapping[str, Any]) -> bool:
+    """Whether a JSON Schema property takes a number (or null) and nothing else."""
+    types = {schema.get("type"), *(option.get("type") for option in schema.get("anyOf", ()))} - {None, "null"}
+    return bool(types) and types <= {"integer", "number"}
 
 
 def _wording(err: ErrorDetails) -> str:
@@ -248,5 +273,7 @@ def make_tool(
         annotations=tool_annotations(title, read_only=read_only, destructive=destructive, idempotent=idempotent),
     )
     tool.fn_metadata = text_safe(tool.fn_metadata)
+    tool.parameters["additionalProperties"] = False  # as check_arguments enforces
     _ARGUMENTS[tool.name] = tool.fn_metadata
+    _NUMERIC[tool.name] = frozenset(n for n, p in tool.parameters.get("properties", {}).items() if _is_numeric(p))
     return tool

@@ -25,7 +25,7 @@ from mcp.server.session import ServerSession
 from mcp_types.version import is_version_at_least
 
 from mcp_memory.errors import MCPMemoryError
-from mcp_memory.projects import check_project
+from mcp_memory.projects import check_agent_id, check_project
 from mcp_memory.tools._common import Ctx, app_of
 
 PROJECT_MARKER = ".mcp-memory-project"
@@ -62,7 +62,7 @@ def claims_of(request: object) -> dict[str, Any]:
 
 def agent_of(ctx: Ctx, agent_id: str | None) -> str | None:
     """The agent id of a write: the argument, else the token's agent id, else the setting's."""
-    return agent_id or grant_of(ctx).get("agent_id") or app_of(ctx).settings.agent_id
+    return check_agent_id(agent_id) or grant_of(ctx).get("agent_id") or app_of(ctx).settings.agent_id
 
 
 async def restricted_to(ctx: Ctx) -> str | None:
