@@ -54,12 +54,19 @@ _IDENTIFIER = re.compile(
     r"\b(?:[a-z]+[A-Z]\w*|[A-Z][a-z0-9]+(?:[A-Z][A-Za-z0-9]*)+|[A-Z]{2,}[a-z]{2,}\w*|[A-Za-z]+_\w+"
     r"|[A-Za-z_]\w*(?:\.[A-Za-z_]\w*){1,})\b"
 )
+# Bounded repeats: unbounded ones backtracked over a long run of `a/a/a…` from every start (seconds per call).
 _PATH = re.compile(
-    r"(?<![\w@])(?:~?/|\.{1,2}/)?(?:[\w.-]+/)*[\w-]+\.(?:py|pyi|js|mjs|ts|tsx|jsx|md|rst|json|toml|ya?ml|"
+    r"(?<![\w@])(?:~?/|\.{1,2}/)?(?:[\w.-]{1,255}/){0,64}[\w-]{1,255}\.(?:py|pyi|js|mjs|ts|tsx|jsx|md|rst|json|toml|ya?ml|"
     r"rs|go|java|kt|c|h|cc|cpp|hpp|rb|php|sh|sql|html|css|scss|txt|cfg|ini|lock|env|xml|csv|ipynb)\b"
-    r"|(?<![\w@])(?:~|\.{1,2})?/(?:[\w.-]+/)+[\w.-]+"
+    r"|(?<![\w@])(?:~|\.{1,2})?/(?:[\w.-]{1,255}/){1,64}[\w.-]{1,255}"
 )
-_HASHTAG = re.compile(r"(?<!\w)#([A-Za-z][\w-]{1,40})")
+# Not a C preprocessor directive (`#include`, `#ifndef`) nor a region marker: code, not a tag.
+_HASHTAG = re.compile(
+    r"(?<!\w)#(?!(?:include|define|undef|ifdef|ifndef|elif|else|endif|pragma|import|error|warning|line"
+    r"|region|endregion)\b)([A-Za-z][\w-]{1,40})"
+)
+_FENCE = re.compile(r"(?:```|~~~)[\w+#.-]*")  # a code fence's line, with its language: no sentence
+_EMPHASIS = re.compile(r"\*\*(?=\S)([^*\n]{1,300}?)(?<=\S)\*\*")  # "**Decision**: …" reads "Decision: …"
 _NAME = re.compile(r"(?<=[a-z,;:] )([A-Z][a-z]+(?: [A-Z][a-z]+){0,2})\b(?!\.\w)")
 _ABBREVIATED = re.compile(r"[A-Za-z](?:\.[A-Za-z])+")  # "e.g", "i.e", "U.S": dotted, but no identifier
 _WORD = re.compile(rf"(?:[^\W\d_][{MARKS}]*){{4,}}")  # a letter with its marks (Devanagari vowels) is one
@@ -106,8 +113,8 @@ def sentences(text: str) -> list[str]:
         if gap is not None:
             joined = "\n" not in gap.group() and _ABBREVIATION.search(parts[-1]) is not None
             start = gap.end()
-    cleaned = (p.strip().lstrip("-*•>#").strip() for p in parts)
-    return [p for p in cleaned if p]
+    cleaned = (_EMPHASIS.sub(r"\1", p.strip()).lstrip("-*•>#").strip() for p in parts)
+    return [p for p in cleaned if p and not _FENCE.fullmatch(p)]
 
 
 def _dedupe(values: Sequence[str], limit: int) -> list[str]:
@@ -174,6 +181,9 @@ def _names(text: str) -> list[str]:
     ("Owner: Alice Smith")."""
     names: list[str] = []
     for match in _NAME.finditer(text):
+        before = text[: match.start() - 1].rsplit(None, 1)
+        if text[match.start() - 2].islower() and before and before[-1][:1].isupper():
+            continue  # the rest of a run opening a sentence ("New York users…"): not "York"
         words = match.group(1).split(" ")
         opens_clause = text[match.start() - 2] in ":;"
         while words and words[0].casefold() in STOP_WORDS:
@@ -217,8 +227,8 @@ def compress(
     title = title_or_none(title)  # a blank title is no title: one is made
     made_title = title or shorten(parts[0] if parts else content, TITLE_CHARS)
     if facts is None:
-        rest = parts[1:] if not title else parts
-        facts = extract_facts(rest) if len(parts) > 1 else []
+        rest = parts[1:] if not title else parts  # a title of the caller's leaves every sentence a fact
+        facts = extract_facts(rest) if rest else []
     found_files = list(files) if files is not None else extract_files(content)
     if concepts is None:
         concepts = extract_concepts(without_markers(f"{title or ''}\n{content}"), exclude=found_files)

@@ -56,7 +56,9 @@ def digest_line(obs: Observation, session_start: str, zone: tzinfo) -> str:
     local = from_iso(obs.occurred_at or obs.created_at).astimezone(zone)
     offset = local.utcoffset() or timedelta(0)
     began = from_iso(session_start).astimezone(timezone(offset))  # at the line's offset, as it is read
-    day = "" if local.date() == began.date() else f"{local:%Y-%m-%d} "
+    # and as a person reads it: in the zone, across a change of offset since the session began
+    first = from_iso(session_start).astimezone(zone).date()
+    day = "" if local.date() == began.date() == first else f"{local:%Y-%m-%d} "
     # whole minutes: the few zones of the 1800s whose offsets ran to seconds are read to the minute
     sign, minutes = ("-" if offset < timedelta(0) else "+"), abs(offset) // timedelta(minutes=1)
     written = f"{sign}{minutes // 60:02d}:{minutes % 60:02d}" if offset else ""
