@@ -42,6 +42,8 @@ __all__ = ["Conn", "Database", "Later", "Params", "Row", "Tx"]
 
 logger = logging.getLogger(__name__)
 
+NESTED_ACTIONS = "nested_actions"
+"""The audit row's detail key listing the actions of transactions run inside it (a forget in an import)."""
 WRITER_WAIT_MS = 250
 """How long the writer's SQLite waits for another process's write lock before begin_with_retry
 tries again (until busy_timeout has passed in all): a wait inside SQLite cannot be cancelled, so
@@ -162,6 +164,10 @@ class Database:
         """
         outer = _current_tx.get()
         if outer is not None:
+            if action != outer.action:  # said in the audit row: a forget inside an import is a forget too
+                nested = outer.extra.setdefault(NESTED_ACTIONS, [])
+                if action not in nested:
+                    nested.append(action)
             async with self._savepoint(outer) as tx:
                 yield tx
             return

@@ -168,6 +168,55 @@ async def test_a_cache_older_than_a_forget_is_deleted_and_never_used(settings: S
     assert (await _open(settings, clock))[:2] == ("cache", answers)
 
 
+async def test_a_cache_older_than_a_forget_an_import_carried_is_never_used(
+    settings: Settings, clock: FakeClock, tmp_path: Path
+) -> None:
+    settings = _with(settings)
+    other = settings.model_copy(update={"db": tmp_path / "other.db"})
+    async with Client(build_server(settings, clock)) as client:
+        ids = await _fill(client)
+        document = (await call(client, "memory_export"))["document"]
+    async with Client(build_server(other, clock)) as client:  # another machine forgets one there
+        await call(client, "memory_import", document=document)
+        clock.advance(minutes=5)
+        await call(client, "memory_forget", ids=[ids[0]])
+        forgetting = (await call(client, "memory_export"))["document"]
+    await _open(settings, clock)
+    stale = settings.db.with_name("stale-copy")
+    shutil.copyfile(cache_path(settings.db), stale)
+
+    async with Client(build_server(settings, clock)) as client:
+        imported = await call(client, "memory_import", document=forgetting)
+    publish(stale, cache_path(settings.db))  # as another process might, from before the import
+    source, answers, _ = await _open(settings, clock)
+
+    assert imported["forgotten"] >= 1
+    assert source == "rebuild"  # the import's forget is a forget: its terms must not come back from disk
+    assert ids[0] not in {hit_id for page in answers for hit_id, _ in page}
+
+
+async def test_words_a_consolidation_sweeps_leave_another_servers_vocabulary(
+    settings: Settings, clock: FakeClock
+) -> None:
+    async with Client(build_server(settings, clock)) as a, Client(build_server(settings, clock)) as b:
+        await call(
+            a, "memory_observe", content="We replaced the xylophone parser with a marimba lexer.", session_id="s1"
+        )
+        await call(a, "memory_crystallize", session_id="s1", force=True)
+        await call(b, "memory_diagnose")  # b follows: it learns the summary's words
+        clock.advance(hours=1)
+        await call(a, "memory_observe", content="Switched the proxy to caddy.", session_id="s1")
+        await call(a, "memory_crystallize", session_id="s1", force=True)
+        await call(b, "memory_diagnose")  # b follows the new summary while the old one's words are stored
+        swept = await call(a, "memory_consolidate")
+        followed = await call(b, "memory_diagnose")
+    async with Client(build_server(settings, clock)) as fresh:
+        rebuilt = await call(fresh, "memory_diagnose")
+
+    assert swept["words_deleted"] >= 1
+    assert followed["index_terms"] == rebuilt["index_terms"]
+
+
 async def test_a_forget_deletes_a_cache_left_by_an_earlier_run_even_with_the_cache_off(
     settings: Settings, clock: FakeClock
 ) -> None:

@@ -6,7 +6,7 @@ import json
 from collections.abc import Iterable
 from typing import Any
 
-from mcp_memory.db import Later, Tx
+from mcp_memory.db import NESTED_ACTIONS, Later, Tx
 from mcp_memory.repositories.base import Repository
 
 _ZONE = "SELECT value FROM meta WHERE key = 'timezone'"
@@ -157,8 +157,12 @@ class MetaRepository(Repository):
         )
 
     async def action_since(self, seq: int, action: str) -> bool:
-        """Whether an audit row after `seq` records `action`."""
-        found = await self.conn.fetchval("SELECT 1 FROM audit_log WHERE seq > ? AND action = ? LIMIT 1", (seq, action))
+        """Whether an audit row after `seq` records `action`, as its own or as one run inside another."""
+        found = await self.conn.fetchval(
+            "SELECT 1 FROM audit_log WHERE seq > ? AND (action = ? OR (detail IS NOT NULL AND EXISTS "
+            f"(SELECT 1 FROM json_each(detail, '$.{NESTED_ACTIONS}') WHERE value = ?))) LIMIT 1",
+            (seq, action, action),
+        )
         return found is not None
 
     async def audit_since(self, seq: int, limit: int = 1000) -> list[tuple[int, str, str]]:

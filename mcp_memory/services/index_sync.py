@@ -25,6 +25,8 @@ logger = logging.getLogger(__name__)
 
 _SYNC_PAGE = 1_000  # audit rows read at a time
 REANALYSED = "reanalyse"
+SWEPT = "sweep"
+"""The audit op of a pass that deleted stored words no record used: every follower checks its vocabulary."""
 """The audit entry a finished re-analysis leaves: every record's stored terms were derived again
 (and words only the old terms used may be deleted), so a follower loads them all afresh."""
 
@@ -82,7 +84,7 @@ class Follower:
             return None
         ids: set[str] = set()
         last = self._seen_seq
-        everything = False
+        everything = swept = False
         while True:
             rows = await meta.audit_since(last, limit=_SYNC_PAGE)
             for seq, _, changes in rows:
@@ -90,6 +92,8 @@ class Follower:
                 for change in json.loads(changes):
                     if change.get("op") == REANALYSED:
                         everything = True
+                    elif change.get("op") == SWEPT:
+                        swept = True
                     else:
                         ids.add(change["id"])
             if len(rows) < _SYNC_PAGE:
@@ -112,6 +116,8 @@ class Follower:
         dropped = self.index.held_terms(ids).difference(
             *(decode_terms(doc.terms)["t"].tolist() for doc in docs.values())
         )
+        if swept:  # words no changed record names went too: every known one is checked (a rare pass)
+            dropped = set(self.index.vocab.values())
         dead = frozenset(dropped - await store.existing_term_ids(sorted(dropped))) if dropped else frozenset()
         return Changes(ids, last, vocab, docs, vectors, await meta.get("timezone"), dead=dead)
 

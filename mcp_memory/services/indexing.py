@@ -24,7 +24,7 @@ from mcp_memory.search.index import IndexDoc, SearchIndex
 from mcp_memory.search.partition import Partition
 from mcp_memory.search.postings import decode_terms
 from mcp_memory.services.index_docs import DocLookup, DocSource, DocSpec, EmbedJob, VectorFeed, spec_terms, text_digest
-from mcp_memory.services.index_sync import Follower
+from mcp_memory.services.index_sync import SWEPT, Follower
 
 logger = logging.getLogger(__name__)
 
@@ -211,6 +211,8 @@ class Indexer(Follower):
             return 0
         gone = await self._delete_unused(tx, await SearchDocRepository(tx).all_term_ids())
         tx.on_commit(lambda: self.forget_terms(gone))
+        if gone:  # other processes' indexes learn of it from the audit log (no record changed)
+            tx.changed("index", "*", SWEPT)
         return len(gone)
 
     async def catch_up(self, tx: Tx) -> None:
