@@ -79,7 +79,7 @@ class SessionRepository(Repository):
         """
         row = await self.conn.fetchone(
             f"SELECT {_COLUMNS} FROM sessions WHERE project = ? AND agent_id IS ? AND ended_at IS NULL "
-            "AND id GLOB ? ORDER BY last_activity_at DESC LIMIT 1",
+            "AND id GLOB ? ORDER BY last_activity_at DESC, id DESC LIMIT 1",
             (project, agent_id, SERVER_SESSION_GLOB),
         )
         return None if row is None else Session(**row_dict(row))
