@@ -397,6 +397,17 @@ async def test_secrets_in_slot_content_are_redacted_and_counted(client: Client) 
     assert "hunter2hunter2" not in (await get(client, "self_notes"))["content"]
 
 
+async def test_a_secret_in_the_passage_to_find_is_not_counted_as_redacted_by_the_replace(client: Client) -> None:
+    await call(client, "memory_slot_create", name="self_notes", content="db password=hunter2hunter2 (rotate monthly)")
+
+    replaced = await call(
+        client, "memory_slot_replace", name="self_notes", old="password=hunter2hunter2", content="password in vault"
+    )
+
+    assert replaced["redacted"] == {}  # the secret was only named to find it; nothing stored was redacted
+    assert (await get(client, "self_notes"))["content"] == "db password in vault (rotate monthly)"
+
+
 # -- restart -------------------------------------------------------------------------------------
 
 

@@ -226,8 +226,9 @@ class SlotService(Service):
             )
         scrub = self.scrubber()
         new_text = None if content is None else scrub.text(content)
-        # The stored text went through the privacy filter, so the passage is looked for as it would be stored.
-        old = None if old is None else scrub.text(old)
+        # The stored text went through the privacy filter, so the passage is looked for as it would be stored
+        # (by a scrubber of its own: a secret in the text to find is not one this call redacts).
+        old = None if old is None else self.scrubber().text(old)
         async with self.db.transaction("memory_slot_replace", project=project) as tx:
             slot, created = await self._find_or_default(tx, project, name, scope, restricted)
             body = slot.content
