@@ -349,6 +349,19 @@ async def test_recall_without_a_query_ranks_by_confidence(client: Client) -> Non
     assert [x["confidence"] for x in found] == [0.9, 0.6, 0.3, 1.0]
 
 
+async def test_a_blank_query_ranks_by_confidence_and_one_with_no_word_says_so(client: Client) -> None:
+    low = (await save(client, "Pin the stemmer version.", confidence=0.4))["lesson"]["id"]
+    high = (await save(client, "Run the migrations first.", confidence=0.8))["lesson"]["id"]
+
+    blank = await call(client, "memory_lesson_recall", query="   ")
+    wordless = [await call(client, "memory_lesson_recall", query=q) for q in ("the what", "?!", "<private>x</private>")]
+
+    assert [x["id"] for x in blank["lessons"]] == [high, low]
+    for result in wordless:
+        assert result["lessons"] == []
+        assert result["hint"].startswith("The query has no word to search for")
+
+
 async def test_recall_filters_by_task_type_and_kind(client: Client) -> None:
     await save_filler(client)
     bugfix = (await save(client, "Reproduce the crash with a test first.", task_type="bugfix"))["lesson"]

@@ -71,6 +71,13 @@ class Deps:
     embedder: Embedder | None = None  # only with an embedding provider configured
 
 
+NO_WORDS = (
+    "The query has no word to search for (stop words such as 'what' or 'the', punctuation and single letters are "
+    "left out): name the thing, person, file or date you are looking for."
+)
+"""The hint of a search whose query has no word left to look up."""
+
+
 class Service:
     """Base of the services: access to dependencies and the current time."""
 
@@ -94,6 +101,10 @@ class Service:
     def zone(self) -> tzinfo:
         """The database's time zone: the one a caller's date or time without an offset is read in."""
         return self.deps.index.zone
+
+    def searchable(self, query: str) -> bool:
+        """Whether `query` has a word (or a date) the index can look up."""
+        return bool(self.deps.index.query_words(query, self.now().timestamp()))
 
     def scrubber(self) -> Scrubber:
         """A scrubber that accumulates redaction counts for one call."""

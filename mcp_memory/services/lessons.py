@@ -22,7 +22,7 @@ from mcp_memory.repositories.lessons import Decay, LessonRepository, LessonStand
 from mcp_memory.repositories.meta import MetaRepository
 from mcp_memory.search.index import Hit, SearchFilter
 from mcp_memory.search.spelling import respell_query
-from mcp_memory.services.common import GLOBAL_PROJECT, TAG_CHARS, Deps, Service, normal_forms, note_caller
+from mcp_memory.services.common import GLOBAL_PROJECT, NO_WORDS, TAG_CHARS, Deps, Service, normal_forms, note_caller
 from mcp_memory.services.index_docs import DocSpec
 from mcp_memory.services.lesson_identity import find_twin, fingerprint
 
@@ -302,10 +302,11 @@ class LessonService(Service):
         only the rest is searched (a query with nothing else left finds nothing).
         """
         _check_kinds(kinds)
-        shown, searched = self.scrubber().query(query) if query else (query, None)
+        searching = query is not None and bool(query.strip())  # a blank one: ranked as if left out
+        shown, searched = self.scrubber().query(query) if query is not None and searching else (query, None)
         found: list[LessonView] = []
-        if query and not searched:
-            return LessonRecallResult(project=project, query=shown, lessons=found)
+        if searching and not (searched and self.searchable(searched)):  # only secrets, stop words or punctuation
+            return LessonRecallResult(project=project, query=shown, lessons=found, hint=NO_WORDS)
         scopes = [project] + ([GLOBAL_PROJECT] if include_global and project != GLOBAL_PROJECT else [])
         respelled = respell_query(self.deps.index, scopes, searched or "")
         for scope in scopes:

@@ -27,7 +27,7 @@ from mcp_memory.search.dates import blanked
 from mcp_memory.search.index import Hit as IndexHit
 from mcp_memory.search.index import SearchFilter
 from mcp_memory.search.spelling import Respelling, respell_query
-from mcp_memory.services.common import GLOBAL_PROJECT, Deps, Service, epoch_or_none, time_window
+from mcp_memory.services.common import GLOBAL_PROJECT, NO_WORDS, Deps, Service, epoch_or_none, time_window
 from mcp_memory.services.compress import compact_line, shorten
 from mcp_memory.services.fixes import pair_fixes
 from mcp_memory.services.lessons import LessonService
@@ -40,10 +40,6 @@ EPISODIC_KINDS = frozenset({"observation", "session"})
 SEARCHABLE_KINDS = frozenset({"observation", "session", "memory", "lesson"})
 FIX_WINDOW = 12
 """How many observations after an error hit a search reads to find the fix its session recorded."""
-_NO_WORDS = (
-    "The query has no word to search for (stop words such as 'what' or 'the', punctuation and single letters are "
-    "left out): name the thing, person, file or date you are looking for."
-)
 _PLURAL = {"observation": "observations", "session": "session summaries", "memory": "memories", "lesson": "lessons"}
 MAX_DEPTH = 1_000
 """How far down the index ranking a search reads to fill a page when hidden (faded) records are skipped."""
@@ -127,12 +123,12 @@ class SearchService(Service):
                     result.hint = (
                         await self._other_kinds_hint(conn, project, words, wanted, vector)
                         or self._unknown_hint(project, words, wanted)
-                        if self._searchable(words)
-                        else _NO_WORDS
+                        if self.searchable(words)
+                        else NO_WORDS
                     )
                 result.hint = _joined(self._named(respelled, result.hits), result.hint)
             elif query is not None:  # nothing was left of it to search (blank, or only secrets or private parts)
-                result.hint = _NO_WORDS
+                result.hint = NO_WORDS
             if ids:
                 await self._fetch(conn, project, list(dict.fromkeys(ids)), result)
         return result
@@ -189,10 +185,6 @@ class SearchService(Service):
         """The note of a respelling, each replacement named as the records found write it."""
         return respelled.named_from((f"{h.title} {h.snippet}" for h in hits), self.deps.index.analyzer).note()
 
-    def _searchable(self, query: str) -> bool:
-        """Whether `query` has a word (or a date) the index can look up."""
-        return bool(self.deps.index.query_words(query, self.now().timestamp()))
-
     async def _recall_hint(
         self,
         conn: Conn,
@@ -202,8 +194,8 @@ class SearchService(Service):
         vector: _Vector | None,
     ) -> str | None:
         """Why a recall found nothing, when something can be said: the query, its filters or its kinds."""
-        if not self._searchable(query):
-            return _NO_WORDS
+        if not self.searchable(query):
+            return NO_WORDS
         narrowed = any(x is not None for x in (flt.subtypes, flt.session_id, flt.since, flt.until))
         if narrowed and await self._search(conn, project, query, SearchFilter(kinds=flt.kinds), 1, vector=vector):
             return "Nothing matched within session_id, types, since or until; without them some records match."
