@@ -58,6 +58,10 @@ _LISTED_ERRORS = 6
 """A summary lists this many decisions and errors (each with its fix), then counts the rest."""
 
 
+_ASKED_KEPT = 1_000
+"""How many sessions' sampling prompts a server remembers the state of, the oldest forgotten first."""
+
+
 class SummaryService(Service):
     """Builds and stores session summaries."""
 
@@ -124,7 +128,9 @@ class SummaryService(Service):
     ) -> SessionSummaryView | None:
         """Store the summary of one session (unless it is already up to date) inside `tx`; None, and
         nothing stored, for a session with nothing left to summarise."""
-        asked = self._asked.pop(session.id, None)
+        # Only a call bringing the model's summary takes the state its prompt was built from: another
+        # caller's summarise in between (a plain crystallize, a consolidation) must not take it away.
+        asked = self._asked.pop(session.id, None) if model_summary else None
         outcomes = await OutcomeRepository(tx).in_session(session.id)
         if _is_current(session, outcomes) and not force:
             return SessionSummaryView(
@@ -137,7 +143,7 @@ class SummaryService(Service):
         observations, cues = await ObservationRepository(tx).in_session_with_cues(session.id)
         if not observations and not outcomes and not session.folded_digest:
             return None
-        if model_summary and asked is not None and asked != _state(session, outcomes):
+        if model_summary and asked != _state(session, outcomes):
             # The session changed while the model wrote (a client of an older protocol asks once and
             # is not asked again): its summary would be stored as current, missing what came since.
             model_summary = None
@@ -170,7 +176,10 @@ class SummaryService(Service):
             if _is_current(session, outcomes) and not force:
                 return None
             observations, cues = await ObservationRepository(conn).in_session_with_cues(session.id)
+        self._asked.pop(session.id, None)
         self._asked[session.id] = _state(session, outcomes)
+        while len(self._asked) > _ASKED_KEPT:  # prompts whose answer never came back (the model declined)
+            self._asked.pop(next(iter(self._asked)))
         if not observations:
             return None
         lines = [f"- [{o.type}] {shorten(o.title, 160)}" for o in observations[-80:]]
