@@ -184,6 +184,17 @@ GOOGLE_OAUTH_LONG = "ya29" + "." + "a0AfB_byC" + "Xk9-Lm2Qp7Rt" * 12
             "password_assignment",
         ),
         ("DB_PASS={" + "Xk9vT2pLq" + "}", "DB_PASS=[REDACTED:password_assignment]", "password_assignment"),
+        # A secret assigned to a subscript: environment variables and config dicts set in code.
+        (
+            'os.environ["OPENAI_API_KEY"] = "' + "Zx9kLm2PwQ77abc" + '"',
+            'os.environ["OPENAI_API_KEY"] = "[REDACTED:password_assignment]"',
+            "password_assignment",
+        ),
+        (
+            "settings['SECRET_KEY'] = '" + "Zx9kLm2PwQ77abc" + "'",
+            "settings['SECRET_KEY'] = '[REDACTED:password_assignment]'",
+            "password_assignment",
+        ),
         # A Google OAuth access token is not a dotted code reference.
         ("access token: " + GOOGLE_OAUTH, "access token: [REDACTED:google_oauth_token]", "google_oauth_token"),
         # …and neither is any other dotted value with a random-looking part.
@@ -336,6 +347,15 @@ def test_provider_token_is_redacted_whole_in_any_context(kind: str, secret: str)
         '"token": {"input": 120, "output": 45}',
         "secret: {}",
         "api_key = {{ .Values.key }}",
+        # Token ids, log probabilities and counts of an LLM's output; format strings naming the variable.
+        'data: {"token": {"id": 1917, "text": " the", "logprob": -0.3, "special": false}}',
+        '"tokens": [101, 7592, 2088, 102]',
+        'print(f"password: {password}")',
+        'f"token={self.token!r}"',
+        # Subscripts read or compared, not assigned.
+        'key = os.environ["API_KEY"]',
+        'if cfg["token"] == "abc":',
+        'os.environ["API_KEY"] = os.environ["FALLBACK_KEY"]',
     ],
 )
 def test_look_alikes_are_left_exactly_as_they_are(text: str) -> None:
@@ -421,7 +441,7 @@ FRAGMENTS = [
     "&&", "&", ";", ":", "=", "'", '"', "$USER", "admin", "hunter2", "://", "://:", "@", "_PASS", "_pass", "--pass",
     "DB", "API key", " is ", "SECRET_KEY_BASE", "ya29.", "a0AfH6SMBxyz123", "hf_", "npm_", "pypi-AgE", "SG.",
     "Ab1" * 12, "[REDACTED:basic_auth]", "[REDACTED:x]", HUGGINGFACE, SENDGRID, "htpasswd", " -nb ", " -b ", "net use",
-    "NET USE", " \\\\srv\\share ", "/user:x ", " * ", "{", "}", '"value": ', " = ",
+    "NET USE", " \\\\srv\\share ", "/user:x ", " * ", "{", "}", '"value": ', " = ", '"]', "['", "token", "[",
 ]
 # fmt: on
 

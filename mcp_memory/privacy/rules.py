@@ -223,7 +223,8 @@ _GENERIC = (
     ),
     _rule(
         "password_assignment",
-        r"(?i)(?=[psta])" + _KEYWORDS + r"[\"']?"
+        # The key may close a subscript: `os.environ["OPENAI_API_KEY"] = "…"`, `config['api_key'] = …`.
+        r"(?i)(?=[psta])" + _KEYWORDS + r"(?:[\"']\]?)?"  # the `]` after a quote only: a marker ends in `token]`
         # A type annotation (`password: str = "x"`) sits between the key and the real value.
         r"(?:[ \t]{0,5}:[ \t]{0,5}[A-Za-z_][\w.\[\]|, ]{0,60}?(?=[ \t]{1,5}=[^=]))?"
         r"(?P<pre>[ \t]{0,5})(?P<sep>=>|:=|=(?!=)|:)(?P<post>[ \t]{0,5})" + _VALUE,

@@ -196,6 +196,11 @@ _FLOW_ITEM = re.compile(
 )
 
 
+_NUMBER = re.compile(r"[-+]?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?")
+# A format string's replacement field: a name or expression, a conversion, a format spec.
+_FORMAT_FIELD = re.compile(r"[A-Za-z_][\w.]*(?:\[[^\]]{0,100}\])?(?:\(\))?(?:![rsa])?(?::[^{}]{0,50})?")
+
+
 def _listed_secret(value: str) -> bool:
     """Whether one item of a list under a secret-named key is a secret.
 
@@ -203,7 +208,9 @@ def _listed_secret(value: str) -> bool:
     as often as keys, so a word, a small count or a phrase with spaces is not taken for a secret.
     """
     v = value.strip()
-    return bool(v) and not any(c.isspace() for c in v) and not _prose_word(v) and _is_secret(v, quoted=False)
+    if not v or any(c.isspace() for c in v) or _prose_word(v) or _NUMBER.fullmatch(v):
+        return False  # a number under `tokens:` is a token id or a count (`[101, 7592]`), not a key
+    return _is_secret(v, quoted=False)
 
 
 def _item_span(text: str, start: int, end: int) -> _Span:
@@ -258,6 +265,8 @@ def _map_values(m: re.Match[str]) -> list[_Span]:
         return spans
     start, end = m.span("map")
     whole = m.string[start:end].strip()
+    if _FORMAT_FIELD.fullmatch(whole) and not _RANDOM_RUN.search(whole):
+        return []  # `f"password: {password}"` names the variable that holds it
     return [(start - 1, end + 1)] if whole and _is_secret(whole, quoted=False) else []
 
 
