@@ -40,6 +40,7 @@ from mcp_memory.repositories.sessions import SessionRepository
 from mcp_memory.search.index import SearchFilter
 from mcp_memory.services.common import Breather, Deps, Service, compared_terms, time_window
 from mcp_memory.services.compress import shorten
+from mcp_memory.services.index_build import FORGET_ACTION
 from mcp_memory.services.lesson_identity import (
     anti_patterns_for,
     error_of,
@@ -144,15 +145,17 @@ class ReflectService(Service):
         # The evidence is read and analysed before the write transaction, so other writers wait only
         # for what it learns; learning is idempotent, so a record written in between is simply next time's.
         async with self.db.read() as conn:
+            read_at = await MetaRepository(conn).last_audit_seq()
             evidence = await self._evidence(conn, project, session_id, start, end)
             shown = await self._shown(conn, project, evidence.session_id, start, end) if model_rules else []
-        outcomes = evidence.outcomes
-        errors = recurring_errors(
-            evidence.observations, self.deps.index.analyzer, self.settings, outcomes, evidence.cues
-        )
-        sequences = recurring_sequences(outcomes, self.settings)
-        close = await self._close_pairs(project, evidence.memories)
+        errors, sequences, close = await self._findings(project, evidence)
         async with self.db.transaction("memory_reflect", project=project) as tx:
+            if await MetaRepository(tx).action_since(read_at, FORGET_ACTION):
+                # A forget came in between: nothing it took may be learned from, nor its text kept.
+                evidence = await self._evidence(tx, project, session_id, start, end)
+                shown = await self._shown(tx, project, evidence.session_id, start, end) if model_rules else []
+                errors, sequences, close = await self._findings(project, evidence)
+            outcomes = evidence.outcomes
             anti_found = [await self._learn_anti_pattern(tx, project, f) for f in errors]
             heuristics_found = []
             for finding in sequences:
@@ -183,6 +186,19 @@ class ReflectService(Service):
             contradictions=contradictions,
             insights=insights,
             source=source,
+        )
+
+    async def _findings(
+        self, project: str, evidence: _Evidence
+    ) -> tuple[list[Finding], list[Finding], dict[tuple[str, str], float]]:
+        """What the evidence shows: recurring errors, recurring strategies, and pairs of memories on one topic."""
+        errors = recurring_errors(
+            evidence.observations, self.deps.index.analyzer, self.settings, evidence.outcomes, evidence.cues
+        )
+        return (
+            errors,
+            recurring_sequences(evidence.outcomes, self.settings),
+            await self._close_pairs(project, evidence.memories),
         )
 
     async def sampling_prompt(
