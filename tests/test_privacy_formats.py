@@ -184,6 +184,17 @@ GOOGLE_OAUTH_LONG = "ya29" + "." + "a0AfB_byC" + "Xk9-Lm2Qp7Rt" * 12
             "password_assignment",
         ),
         ("DB_PASS={" + "Xk9vT2pLq" + "}", "DB_PASS=[REDACTED:password_assignment]", "password_assignment"),
+        # Session cookies a header or curl sends or sets; attributes stay.
+        (
+            "< set-cookie: sessionid=" + "Xk9vT2qL7mZ4pR8" + "; expires=Thu, 01 Jan 2026; HttpOnly; Path=/",
+            "< set-cookie: sessionid=[REDACTED:session_cookie]; expires=Thu, 01 Jan 2026; HttpOnly; Path=/",
+            "session_cookie",
+        ),
+        (
+            "curl -b 'JSESSIONID=" + "Xk9vT2qL7mZ4pR8" + "' https://x",
+            "curl -b 'JSESSIONID=[REDACTED:session_cookie]' https://x",
+            "session_cookie",
+        ),
         # A secret assigned to a subscript: environment variables and config dicts set in code.
         (
             'os.environ["OPENAI_API_KEY"] = "' + "Zx9kLm2PwQ77abc" + '"',
@@ -352,6 +363,10 @@ def test_provider_token_is_redacted_whole_in_any_context(kind: str, secret: str)
         '"tokens": [101, 7592, 2088, 102]',
         'print(f"password: {password}")',
         'f"token={self.token!r}"',
+        # Cookies that identify no one, and a cookie jar's file.
+        "Cookie: lang=en; theme=dark",
+        "curl -b cookies.txt https://x",
+        "the cookie: it was stale",
         # Subscripts read or compared, not assigned.
         'key = os.environ["API_KEY"]',
         'if cfg["token"] == "abc":',
@@ -432,6 +447,7 @@ def test_adversarial_command_lines_clean_in_linear_time() -> None:
     for unit in units:
         F.clean(unit * (300_000 // len(unit)))
     F.clean(("api_key={k=v " + "y" * 3980 + "}\n") * 75)  # maps as long as a map is read, none a pair
+    F.clean(("Cookie: " + "a" * 3990 + "\n") * 75)  # cookie headers as long as one is read, no pair in them
     assert time.process_time() - start < 10.0
 
 
@@ -442,6 +458,7 @@ FRAGMENTS = [
     "DB", "API key", " is ", "SECRET_KEY_BASE", "ya29.", "a0AfH6SMBxyz123", "hf_", "npm_", "pypi-AgE", "SG.",
     "Ab1" * 12, "[REDACTED:basic_auth]", "[REDACTED:x]", HUGGINGFACE, SENDGRID, "htpasswd", " -nb ", " -b ", "net use",
     "NET USE", " \\\\srv\\share ", "/user:x ", " * ", "{", "}", '"value": ', " = ", '"]', "['", "token", "[",
+    "Cookie: ", "curl -b ", "sid=",
 ]
 # fmt: on
 

@@ -14,6 +14,7 @@ from mcp_memory.privacy.values import (
     _assigned_value,
     _bearer,
     _cli_value,
+    _cookie_values,
     _group,
     _htpasswd,
     _input_value,
@@ -257,6 +258,19 @@ _GENERIC = (
         _command(_SAMBA_CLIENTS, r"(?:-U[ \t]*|--user(?:=|[ \t]+))", _USER_PERCENT_PASSWORD),
         _user_percent_password,
         ("smb", "rpcclient", "net "),
+    ),
+    # Session cookies: a Cookie or Set-Cookie header (curl -v prints them after `<` / `>`), curl -b / --cookie.
+    _Rule(
+        "session_cookie",
+        re.compile(r"(?i)(?<![\w-])(?:set-)?cookie[ \t]*:[ \t]*(?P<pairs>[^\r\n]{1,4000})"),
+        needles=("cookie",),
+        picks=_cookie_values,
+    ),
+    _Rule(
+        "session_cookie",
+        re.compile(_command(("curl",), r"(?:-b[ \t]*|--cookie[ \t]+)", _CLI_VALUE)),
+        needles=("curl",),
+        picks=_cookie_values,
     ),
     # Apache's `htpasswd -b FILE USER PASSWORD` (`-nb USER PASSWORD` prints instead); -C and -r take a number.
     *(

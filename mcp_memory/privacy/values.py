@@ -143,6 +143,24 @@ def _htpasswd(printed: bool) -> _Pick:
     return pick
 
 
+# A cookie's `name=value` in a Cookie or Set-Cookie header, or curl's -b/--cookie.
+_COOKIE_PAIR = re.compile(r"(?<![^;,\s\"'])(?P<name>[^=;,\s\"']{1,200})=(?P<value>[^;\s\"']{1,4096})")
+_COOKIE_ATTRIBUTES = frozenset({"path", "domain", "expires", "max-age", "samesite", "priority", "version"})
+
+
+def _cookie_values(m: re.Match[str]) -> list[_Span]:
+    """The values of the cookies a header or flag sets or sends: a session id is a bearer credential.
+    Attributes (Path, Expires, …) and short or plain values (`lang=en`, `theme=dark`) stay."""
+    name = next(n for n in ("pairs", "dq", "sq", "uq") if n in m.re.groupindex and m.group(n) is not None)
+    spans: list[_Span] = []
+    for pair in _COOKIE_PAIR.finditer(m.string, *m.span(name)):
+        value = pair.group("value")
+        if pair.group("name").casefold() in _COOKIE_ATTRIBUTES or len(value) < 12 or not _random_looking(value):
+            continue
+        spans.append(pair.span("value"))
+    return spans
+
+
 def _user_password(m: re.Match[str]) -> _Span:
     """The password of a `user:password` pair (`curl -u`), the user kept; none when only a user is given."""
     return _after_user(m, ":")
