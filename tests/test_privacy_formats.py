@@ -24,6 +24,7 @@ PYPI_TEST = "pypi" + "-AgENdGVzdC5weXBpLm9yZw" + "IkNmMxYjA2ZjUtNjg0Ny00ZWQ3LWE3
 SENDGRID = "SG" + "." + "aBcDeFgHiJkLmNoPqRsTuV" + "." + "aBcDeFgHiJkLmNoPqRsTuVwXyZ0123456789_-abcde"
 GOOGLE_OAUTH = "ya29" + "." + "a0AfH6SMBxyz123"
 GOOGLE_OAUTH_LONG = "ya29" + "." + "a0AfB_byC" + "Xk9-Lm2Qp7Rt" * 12
+AWS_SECRET = "wJalrXUtnFEMI/K7MDENG/" + "bPxRfiCYEXAMPLEKEY"
 
 
 @pytest.mark.parametrize(
@@ -184,6 +185,12 @@ GOOGLE_OAUTH_LONG = "ya29" + "." + "a0AfB_byC" + "Xk9-Lm2Qp7Rt" * 12
             "password_assignment",
         ),
         ("DB_PASS={" + "Xk9vT2pLq" + "}", "DB_PASS=[REDACTED:password_assignment]", "password_assignment"),
+        # The AWS CLI sets a secret key with a space between name and value.
+        (
+            "aws configure set aws_secret_access_key " + AWS_SECRET,
+            "aws configure set aws_secret_access_key [REDACTED:aws_secret_key]",
+            "aws_secret_key",
+        ),
         # Session cookies a header or curl sends or sets; attributes stay.
         (
             "< set-cookie: sessionid=" + "Xk9vT2qL7mZ4pR8" + "; expires=Thu, 01 Jan 2026; HttpOnly; Path=/",

@@ -144,7 +144,8 @@ _SPECIFIC = (
     _rule("aws_access_key", _token("A[KS]IA", 4, "[A-Z0-9]{16}(?![A-Za-z0-9])", "A-Za-z0-9"), needles=("akia", "asia")),
     _rule(
         "aws_secret_key",
-        r"(?i:aws_?secret(?:_?access)?_?key)[\"']?[ \t]{0,5}(?:=>|:=|=|:)[ \t]{0,5}[\"']?"
+        # `aws configure set aws_secret_access_key X` puts only a space between them
+        r"(?i:aws_?secret(?:_?access)?_?key)[\"']?(?:[ \t]{0,5}(?:=>|:=|=|:)[ \t]{0,5}|[ \t]{1,5})[\"']?"
         r"(?P<s>[A-Za-z0-9/+=]{40})(?![A-Za-z0-9/+=])",
         _group,
         ("secret",),
