@@ -147,7 +147,10 @@ class Settings(BaseModel):
     )
     context_window: int = Field(2, ge=0, le=5, description="How many neighbours on each side lend their scores.")
     session_boost: float = Field(
-        0.4, ge=0, le=2, description="Share of its session's best score that every record of the session gets."
+        0.4,
+        ge=0,
+        le=2,
+        description="Share of its session's best score a record gets when it or a neighbour matches.",
     )
     importance_boost: float = Field(
         0.1, ge=0, le=1, description="Most a record's importance moves its score (± half this share)."
